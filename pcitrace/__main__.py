@@ -1,0 +1,3 @@
+from pcitrace.cli import run
+
+run()

@@ -1,0 +1,212 @@
+"""The capture model: the one place that knows about samples, clocks and time bases.
+
+A Capture is a set of named channels (1-bit lines and vectors), a time base and metadata.
+Its data is reached in chunks, so a capture larger than memory streams.
+
+Value conventions (every reader, writer and decoder relies on them):
+- A 1-bit channel's chunk array is ``uint8`` holding the *electrical level* 0 or 1
+  (for an active-low PCI signal 0 means asserted). Polarity inversion from a probe is
+  undone by the profile layer, not here.
+- A vector channel's chunk array is ``uint64`` (bit i = line i), whatever its width.
+- Unknown levels (VCD ``x``/``z``) never reach the arrays: the VCD reader maps them by its
+  documented rule and counts them in ``metadata["unknown_counts"]``.
+
+Time bases:
+- timing mode: ``samplerate_hz``; sample i is at i / samplerate (plus ``start_ps``).
+- state mode: one sample per bus clock, either uniform (``clock_hz``) or with explicit
+  per-sample timestamps (``timestamps_ps``, int64, e.g. the clocked view of a VCD).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
+
+import numpy as np
+
+from pcitrace.errors import PcitraceError
+
+DEFAULT_CHUNK = 1 << 20
+
+Mode = Literal["timing", "state"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelInfo:
+    name: str
+    width: int = 1
+
+    @property
+    def is_vector(self) -> bool:
+        return self.width > 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeBase:
+    """Maps sample indices to picoseconds."""
+
+    mode: Mode
+    samplerate_hz: float | None = None   # timing mode
+    clock_hz: float | None = None        # state mode with a uniform clock
+    timestamps_ps: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
+    start_ps: int = 0
+
+    def __post_init__(self):
+        if self.mode == "timing" and not self.samplerate_hz:
+            raise ValueError("a timing-mode time base needs samplerate_hz")
+        if self.mode == "state" and not self.clock_hz and self.timestamps_ps is None:
+            raise ValueError("a state-mode time base needs clock_hz or timestamps_ps")
+
+    @classmethod
+    def timing(cls, samplerate_hz: float, start_ps: int = 0) -> "TimeBase":
+        return cls("timing", samplerate_hz=float(samplerate_hz), start_ps=start_ps)
+
+    @classmethod
+    def state(cls, clock_hz: float | None = None, timestamps_ps: np.ndarray | None = None,
+              start_ps: int = 0) -> "TimeBase":
+        if timestamps_ps is not None:
+            timestamps_ps = np.asarray(timestamps_ps, dtype=np.int64)
+        return cls("state", clock_hz=float(clock_hz) if clock_hz else None,
+                   timestamps_ps=timestamps_ps, start_ps=start_ps)
+
+    @property
+    def rate_hz(self) -> float | None:
+        """Samples per second if uniform (sample rate or clock), else None."""
+        return self.samplerate_hz if self.mode == "timing" else self.clock_hz
+
+    def times_ps(self, start: int, stop: int) -> np.ndarray:
+        """int64 picosecond times of samples [start, stop)."""
+        if self.timestamps_ps is not None:
+            return self.timestamps_ps[start:stop]
+        rate = self.rate_hz
+        idx = np.arange(start, stop, dtype=np.float64)
+        return (np.rint(idx * (1e12 / rate)).astype(np.int64) + self.start_ps)
+
+    def time_ps(self, index: int) -> int:
+        if self.timestamps_ps is not None:
+            return int(self.timestamps_ps[index])
+        return int(round(index * 1e12 / self.rate_hz)) + self.start_ps
+
+
+@dataclasses.dataclass
+class Chunk:
+    """Samples [start, start + length) of the requested channels."""
+
+    start: int
+    data: dict[str, np.ndarray]
+
+    @property
+    def length(self) -> int:
+        return len(next(iter(self.data.values()))) if self.data else 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.data[name]
+
+
+# A chunk source yields chunks of the named channels covering [start, stop).
+ChunkSource = Callable[[Sequence[str], int, int, int], Iterator[Chunk]]
+
+
+class Capture:
+    """Named channels + time base + metadata, with chunked access to the samples.
+
+    Readers build a Capture from a ``source`` callable
+    ``source(names, start, stop, chunk_samples) -> Iterator[Chunk]``; in-memory captures
+    (simulator output, tests) use :meth:`from_arrays`.
+    """
+
+    def __init__(self, channels: Sequence[ChannelInfo], timebase: TimeBase, num_samples: int,
+                 source: ChunkSource, metadata: dict | None = None, path: str | None = None):
+        self.channels = list(channels)
+        self.timebase = timebase
+        self.num_samples = int(num_samples)
+        self._source = source
+        self.metadata = dict(metadata or {})
+        self.path = path
+        self._by_name = {c.name: c for c in self.channels}
+        if len(self._by_name) != len(self.channels):
+            dup = sorted({c.name for c in self.channels if
+                          sum(d.name == c.name for d in self.channels) > 1})
+            raise PcitraceError(f"duplicate channel names {dup}", path=path,
+                                fix="rename the channels so each name is unique")
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], timebase: TimeBase,
+                    widths: dict[str, int] | None = None, metadata: dict | None = None,
+                    path: str | None = None) -> "Capture":
+        """An in-memory capture. 1-bit arrays become uint8, vectors uint64."""
+        widths = dict(widths or {})
+        chans, data = [], {}
+        n = None
+        for name, arr in arrays.items():
+            arr = np.asarray(arr)
+            w = widths.get(name, 1)
+            data[name] = arr.astype(np.uint8 if w == 1 else np.uint64, copy=False)
+            chans.append(ChannelInfo(name, w))
+            if n is None:
+                n = len(arr)
+            elif len(arr) != n:
+                raise ValueError(f"channel {name} has {len(arr)} samples, expected {n}")
+
+        def source(names, start, stop, chunk):
+            for s in range(start, stop, chunk):
+                e = min(stop, s + chunk)
+                yield Chunk(s, {k: data[k][s:e] for k in names})
+
+        return cls(chans, timebase, n or 0, source, metadata, path)
+
+    # -- access -------------------------------------------------------------------------
+    @property
+    def channel_names(self) -> list[str]:
+        return [c.name for c in self.channels]
+
+    def channel(self, name: str) -> ChannelInfo:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise PcitraceError(f"no channel named {name!r}; the capture has "
+                                f"{', '.join(self.channel_names) or 'no channels'}",
+                                path=self.path, fix="check the channel name or the profile") from None
+
+    def iter_chunks(self, names: Sequence[str] | None = None, start: int = 0,
+                    stop: int | None = None, chunk_samples: int = DEFAULT_CHUNK) -> Iterator[Chunk]:
+        names = list(self.channel_names if names is None else names)
+        for n in names:
+            self.channel(n)
+        stop = self.num_samples if stop is None else min(stop, self.num_samples)
+        if start >= stop:
+            return iter(())
+        return self._source(names, start, stop, chunk_samples)
+
+    def read(self, names: Sequence[str] | None = None, start: int = 0,
+             stop: int | None = None) -> dict[str, np.ndarray]:
+        """Whole arrays of the named channels over [start, stop) (loads them in memory)."""
+        names = list(self.channel_names if names is None else names)
+        parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        for ch in self.iter_chunks(names, start, stop):
+            for n in names:
+                parts[n].append(ch.data[n])
+        out = {}
+        for n in names:
+            dt = np.uint8 if self.channel(n).width == 1 else np.uint64
+            out[n] = np.concatenate(parts[n]) if parts[n] else np.zeros(0, dt)
+        return out
+
+    def times_ps(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        stop = self.num_samples if stop is None else stop
+        return self.timebase.times_ps(start, stop)
+
+    @property
+    def duration_ps(self) -> int:
+        if self.num_samples == 0:
+            return 0
+        tb = self.timebase
+        if tb.timestamps_ps is not None:
+            return int(tb.timestamps_ps[-1] - tb.timestamps_ps[0])
+        return int(round(self.num_samples * 1e12 / tb.rate_hz))
+
+    def __repr__(self) -> str:
+        return (f"Capture({self.path or '<memory>'}, {len(self.channels)} channels, "
+                f"{self.num_samples} samples, {self.timebase.mode})")

@@ -1,0 +1,42 @@
+"""The one error type users can cause.
+
+Every error a user can provoke (bad file, unknown channel, wrong profile, impossible
+request) is a PcitraceError whose message names the file, the place in it and the fix.
+The CLI prints it as one line on stderr and exits with status 2; nothing else should
+escape to the user as a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class PcitraceError(Exception):
+    """A problem with the user's input, stated so they can fix it.
+
+    ``path``: the file concerned (if any); ``where``: the place in it (chunk name, line,
+    byte offset, time); ``fix``: what to do about it.
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike | None = None,
+                 where: str | None = None, fix: str | None = None):
+        self.message = message
+        self.path = os.fspath(path) if path is not None else None
+        self.where = where
+        self.fix = fix
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        parts = []
+        if self.path:
+            parts.append(f"{self.path}")
+            if self.where:
+                parts[-1] += f" ({self.where})"
+            parts[-1] += ":"
+        elif self.where:
+            parts.append(f"{self.where}:")
+        parts.append(self.message)
+        text = " ".join(parts)
+        if self.fix:
+            text += f" Fix: {self.fix}"
+        return text
