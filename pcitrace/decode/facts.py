@@ -1,0 +1,47 @@
+"""The PCI facts shared with the sigrok decoder, loaded from decoders/pci/lists.py itself.
+
+The sigrok decoder package cannot import pcitrace (libsigrokdecode loads it on its own), and
+pcitrace must not keep a second copy of its tables, so this module executes that one file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pcitrace.sigrok_decoders as _decoders
+
+DECODERS_DIR = Path(_decoders.__file__).resolve().parent
+
+
+def _load(name: str, rel: str):
+    spec = importlib.util.spec_from_file_location(name, DECODERS_DIR / rel)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_lists = _load("pcitrace._pci_lists", "pci/lists.py")
+
+PCI_COMMANDS: dict[int, tuple[str, str]] = _lists.PCI_COMMANDS
+PCIX_COMMANDS: dict[int, tuple[str, str]] = _lists.PCIX_COMMANDS
+PCIX_DWORD_COMMANDS: tuple[int, ...] = _lists.PCIX_DWORD_COMMANDS
+COMMAND_UNKNOWN: str = _lists.COMMAND_UNKNOWN
+DEVSEL_SPEEDS: tuple[str, ...] = _lists.DEVSEL_SPEEDS
+TERMINATIONS: tuple[str, ...] = _lists.TERMINATIONS
+RECORD_FIELDS: tuple[tuple[str, str], ...] = _lists.RECORD_FIELDS
+FINDING_KINDS: tuple[str, ...] = _lists.FINDING_KINDS
+MAX_INITIAL_LATENCY: int = _lists.MAX_INITIAL_LATENCY
+
+
+def command_name(code: int, mode: str = "pci") -> str:
+    table = PCIX_COMMANDS if mode == "pcix" else PCI_COMMANDS
+    return table[code & 0xF][0]
+
+
+def command_code(name: str, mode: str = "pci") -> int:
+    table = PCIX_COMMANDS if mode == "pcix" else PCI_COMMANDS
+    for code, (snake, _) in table.items():
+        if snake == name:
+            return code
+    raise KeyError(name)
