@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "info": ("pcitrace.capture.commands", "info", "Show a capture's channels, time base, clock and buses."),
     "convert": ("pcitrace.capture.commands", "convert", "Convert a capture between .sr and VCD."),
     "decode": ("pcitrace.decode.commands", "decode", "Decode PCI / PCI-X transactions (or probe frames)."),
-    "decoders": ("pcitrace.decode.commands", "decoders", "Locate or install the sigrok decoders."),
+    "decoders": ("pcitrace.decode.sigrok", "decoders", "Locate or install the sigrok decoders."),
     "simulate": ("pcitrace.sim.commands", "simulate", "Simulate NIC, buses and link; write a capture and its truth."),
     "report": ("pcitrace.report.commands", "report", "Batch occupancy / CSR / DMA report of captures."),
     "runlog": ("pcitrace.correlate.commands", "runlog", "Read a UDPmon / iperf / netperf / pcap run log."),
