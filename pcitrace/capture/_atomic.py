@@ -1,0 +1,39 @@
+"""Atomic output: write beside the target, rename into place only when complete."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from pcitrace.errors import PcitraceError
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in the target's directory; on success rename it to ``path``.
+
+    On any exception the temporary file is removed, so a half-written capture never appears
+    under the requested name (and an existing file there is left untouched).
+    """
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise PcitraceError(f"the directory {parent} does not exist", path=target,
+                            fix="create the directory or choose another output path")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    os.close(fd)
+    # mkstemp makes the file private (0600); give it the permissions open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp_path.unlink()
+        raise

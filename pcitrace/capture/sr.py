@@ -1,0 +1,442 @@
+"""sigrok session files (.sr): a zip of ``version``, ``metadata`` and ``logic-1-N`` chunks.
+
+Layout (libsigrok session format version 2):
+- ``metadata`` is an INI file; section ``[device 1]`` holds ``capturefile`` (chunk prefix,
+  normally ``logic-1``), ``total probes``, ``samplerate`` ("33 MHz", "33333333 Hz" or a bare
+  number of Hz), ``unitsize`` (bytes per sample) and ``probeK=name`` for each enabled channel.
+- The chunks ``<capturefile>-1``, ``-2``, ... concatenated are the samples, ``unitsize`` bytes
+  each, little-endian; channel ``probeK`` is bit K-1 of a sample. (Version 1 files keep all
+  samples in one member named ``<capturefile>``; both are read.)
+
+pcitrace writes 1-bit channels only (a vector ``X`` of width n becomes ``X0``..``X{n-1}``) and
+keeps what sigrok cannot say in an extra member ``pcitrace.json`` (plus ``pcitrace-timestamps.npy``
+for state captures with non-uniform sample times). libsigrok opens members by name, so it never
+looks at them. For a state-mode capture the sigrok ``samplerate`` is the bus clock.
+
+The reader streams: it keeps one chunk member open and reads ``chunk_samples`` at a time, so
+peak memory does not grow with the capture's length. Every declared size is checked against the
+compressed size before anything is inflated (zip bombs) and every member is read with a cap.
+"""
+
+from __future__ import annotations
+
+import configparser
+import io
+import json
+import math
+import os
+import re
+import zipfile
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.model import Capture, ChannelInfo, Chunk, TimeBase
+from pcitrace.errors import PcitraceError
+
+EXTRA_MEMBER = "pcitrace.json"
+TIMESTAMPS_MEMBER = "pcitrace-timestamps.npy"
+EXTRA_FORMAT = 1
+
+# Deflate cannot expand more than 1032:1; anything declaring more than this is lying.
+MAX_DEFLATE_RATIO = 1100
+# bzip2 / lzma can do better on constant data; still bound them.
+MAX_OTHER_RATIO = 100_000
+# Small members (metadata, version, JSON) are read whole; bound them absolutely.
+MAX_SMALL_MEMBER = 16 << 20
+
+# Target bytes per chunk member when writing (sigrok itself writes a few MB per chunk).
+WRITE_CHUNK_BYTES = 4 << 20
+
+_RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([kKMGT]?)\s*(?:[Hh][Zz])?\s*$")
+_RATE_MULT = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def parse_samplerate(text: str, *, path=None, where="metadata [device 1] samplerate") -> float:
+    """"33 MHz", "33333333 Hz", "33.3 MHz", "200 kHz" or a bare "33333333" -> Hz."""
+    m = _RATE_RE.match(text)
+    if not m:
+        raise PcitraceError(f"cannot read the sample rate {text!r}", path=path, where=where,
+                            fix='write it as e.g. "33 MHz", "33333333 Hz" or a bare number of Hz')
+    hz = float(m.group(1)) * _RATE_MULT[m.group(2)]
+    if not math.isfinite(hz) or hz <= 0:
+        raise PcitraceError(f"sample rate {text!r} is not a positive frequency", path=path,
+                            where=where, fix="give the capture's real sample rate")
+    return hz
+
+
+def format_samplerate(hz: float) -> str:
+    """The way libsigrok's sr_samplerate_string writes it: exact, largest fitting unit."""
+    n = int(round(hz))
+    for mult, unit in ((10**9, "GHz"), (10**6, "MHz"), (10**3, "kHz")):
+        if n >= mult and n % mult == 0:
+            return f"{n // mult} {unit}"
+    return f"{n} Hz"
+
+
+# -- reading -------------------------------------------------------------------------------
+
+def _member_limit(info: zipfile.ZipInfo) -> int:
+    if info.compress_type == zipfile.ZIP_STORED:
+        return info.compress_size
+    ratio = MAX_DEFLATE_RATIO if info.compress_type == zipfile.ZIP_DEFLATED else MAX_OTHER_RATIO
+    return info.compress_size * ratio + 4096
+
+
+def _check_member_size(path, info: zipfile.ZipInfo) -> None:
+    if info.file_size > _member_limit(info):
+        raise PcitraceError(
+            f"member {info.filename!r} declares {info.file_size} uncompressed bytes from "
+            f"{info.compress_size} compressed bytes, more than any real capture can expand to "
+            "(zip bomb or corrupt directory)", path=path, where=f"zip member {info.filename}",
+            fix="re-export the capture from the analyser software; do not open untrusted archives")
+
+
+def _read_small(zf: zipfile.ZipFile, path, name: str) -> bytes:
+    info = zf.getinfo(name)
+    _check_member_size(path, info)
+    if info.file_size > MAX_SMALL_MEMBER:
+        raise PcitraceError(f"member {name!r} is {info.file_size} bytes, too large for what it "
+                            "should hold", path=path, where=f"zip member {name}",
+                            fix="re-export the capture; the file is corrupt")
+    try:
+        with zf.open(info) as f:
+            data = f.read(MAX_SMALL_MEMBER + 1)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise PcitraceError(f"member {name!r} is corrupt ({exc})", path=path,
+                            where=f"zip member {name}",
+                            fix="re-export or re-copy the capture; the file is damaged") from None
+    return data
+
+
+def _open_zip(path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise PcitraceError("no such file", path=path, fix="check the path") from None
+    except IsADirectoryError:
+        raise PcitraceError("is a directory, not a capture", path=path,
+                            fix="give the path of a .sr file") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as exc:
+        raise PcitraceError(f"not a readable .sr (zip) file: {exc}", path=path,
+                            where="zip central directory",
+                            fix="the file is truncated or not a sigrok session; re-copy or "
+                                "re-export it") from None
+
+
+class _SrLayout:
+    """What the zip directory and metadata say: channels, bit positions, chunk members."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        with _open_zip(path) as zf:
+            names = set(zf.namelist())
+            if "metadata" not in names:
+                raise PcitraceError("the zip has no 'metadata' member, so it is not a sigrok "
+                                    "session", path=path, where="zip directory",
+                                    fix="export the capture from sigrok/PulseView as .sr")
+            self.version = 2
+            if "version" in names:
+                v = _read_small(zf, path, "version").decode("ascii", "replace").strip()
+                if not v.isdigit() or int(v) not in (1, 2):
+                    raise PcitraceError(f"unsupported session format version {v!r}", path=path,
+                                        where="zip member version",
+                                        fix="re-save the capture with sigrok 0.5 or later (version 2)")
+                self.version = int(v)
+            meta_text = _read_small(zf, path, "metadata").decode("utf-8", "replace")
+            self._parse_metadata(meta_text)
+            self.extra = None
+            if EXTRA_MEMBER in names:
+                try:
+                    self.extra = json.loads(_read_small(zf, path, EXTRA_MEMBER))
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise PcitraceError(f"the pcitrace extras are not valid JSON ({exc})",
+                                        path=path, where=f"zip member {EXTRA_MEMBER}",
+                                        fix="delete that member (zip -d) or re-export the "
+                                            "capture") from None
+            self.timestamps = None
+            if self.extra and self.extra.get("timestamps") and TIMESTAMPS_MEMBER in names:
+                self.timestamps = self._read_timestamps(zf)
+            self._find_chunks(zf, names)
+
+    def _parse_metadata(self, text: str) -> None:
+        cp = configparser.ConfigParser(interpolation=None, strict=False, delimiters=("=",))
+        cp.optionxform = str
+        try:
+            cp.read_string(text)
+        except configparser.Error as exc:
+            raise PcitraceError(f"metadata is not a valid INI file: {exc}", path=self.path,
+                                where="zip member metadata",
+                                fix="re-export the capture from sigrok/PulseView") from None
+        devs = [s for s in cp.sections() if s.startswith("device ")]
+        if not devs:
+            raise PcitraceError("metadata has no [device N] section", path=self.path,
+                                where="zip member metadata",
+                                fix="re-export the capture from sigrok/PulseView")
+        sec = cp[devs[0]]
+        self.capturefile = sec.get("capturefile")
+        if not self.capturefile:
+            raise PcitraceError("metadata has no capturefile= entry, so there is no logic "
+                                "data", path=self.path, where=f"metadata [{devs[0]}]",
+                                fix="export a capture with logic channels")
+        rate = sec.get("samplerate")
+        self.samplerate = (parse_samplerate(rate, path=self.path,
+                                            where=f"metadata [{devs[0]}] samplerate")
+                           if rate else None)
+        try:
+            self.total_probes = int(sec.get("total probes", "0"))
+            self.unitsize = int(sec.get("unitsize", "1"))
+        except ValueError as exc:
+            raise PcitraceError(f"bad number in metadata ({exc})", path=self.path,
+                                where=f"metadata [{devs[0]}]",
+                                fix="re-export the capture") from None
+        if not 1 <= self.unitsize <= 1024:
+            raise PcitraceError(f"unitsize={self.unitsize} is not a sample size", path=self.path,
+                                where=f"metadata [{devs[0]}] unitsize",
+                                fix="re-export the capture; unitsize is bytes per sample")
+        probes = []
+        for key, val in sec.items():
+            m = re.fullmatch(r"probe(\d+)", key)
+            if m:
+                idx = int(m.group(1)) - 1
+                if idx < 0 or idx >= self.unitsize * 8:
+                    raise PcitraceError(f"{key}={val} lies outside the {self.unitsize}-byte "
+                                        "sample", path=self.path,
+                                        where=f"metadata [{devs[0]}] {key}",
+                                        fix="re-export the capture")
+                probes.append((idx, val.strip()))
+        probes.sort()
+        self.bits = [i for i, _ in probes]
+        self.names = [n for _, n in probes]
+        self.analog = int(sec.get("total analog", "0") or 0)
+
+    def _read_timestamps(self, zf) -> np.ndarray:
+        raw = _read_small_big(zf, self.path, TIMESTAMPS_MEMBER)
+        try:
+            ts = np.load(io.BytesIO(raw), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise PcitraceError(f"sample timestamps are unreadable ({exc})", path=self.path,
+                                where=f"zip member {TIMESTAMPS_MEMBER}",
+                                fix="re-export the capture") from None
+        return np.asarray(ts, dtype=np.int64)
+
+    def _find_chunks(self, zf: zipfile.ZipFile, names: set[str]) -> None:
+        prefix = self.capturefile
+        chunks = []
+        if self.version == 1 and prefix in names:
+            chunks.append(zf.getinfo(prefix))
+        else:
+            k = 1
+            while f"{prefix}-{k}" in names:
+                chunks.append(zf.getinfo(f"{prefix}-{k}"))
+                k += 1
+        self.chunks: list[tuple[str, int, int]] = []  # (member, first sample, samples)
+        total = 0
+        for info in chunks:
+            _check_member_size(self.path, info)
+            if info.file_size % self.unitsize:
+                raise PcitraceError(
+                    f"chunk {info.filename!r} holds {info.file_size} bytes, not a multiple of "
+                    f"unitsize={self.unitsize}", path=self.path, where=f"zip member {info.filename}",
+                    fix="the capture is truncated or its metadata unitsize is wrong; re-export it")
+            n = info.file_size // self.unitsize
+            self.chunks.append((info.filename, total, n))
+            total += n
+        self.num_samples = total
+
+
+def _read_small_big(zf, path, name) -> bytes:
+    """Read a whole member bounded by its (already plausibility-checked) declared size."""
+    info = zf.getinfo(name)
+    _check_member_size(path, info)
+    try:
+        with zf.open(info) as f:
+            return f.read(info.file_size + 1)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise PcitraceError(f"member {name!r} is corrupt ({exc})", path=path,
+                            where=f"zip member {name}", fix="re-export the capture") from None
+
+
+def _extract_bits(raw: np.ndarray, bit: int) -> np.ndarray:
+    """raw: (n, unitsize) uint8 -> uint8 0/1 of one bit position."""
+    return (raw[:, bit >> 3] >> np.uint8(bit & 7)) & np.uint8(1)
+
+
+def read_sr(path) -> Capture:
+    """Open a sigrok session file as a (streamed) Capture."""
+    path = os.fspath(path)
+    lay = _SrLayout(path)
+    extra = lay.extra or {}
+    if not lay.names:
+        raise PcitraceError("the capture has no enabled logic channels", path=path,
+                            where="zip member metadata",
+                            fix="enable at least one logic channel when capturing")
+
+    mode = extra.get("mode", "timing")
+    start_ps = int(extra.get("start_ps", 0))
+    if mode == "state":
+        ts = lay.timestamps
+        if ts is not None and len(ts) != lay.num_samples:
+            raise PcitraceError(f"{len(ts)} sample timestamps for {lay.num_samples} samples",
+                                path=path, where=f"zip member {TIMESTAMPS_MEMBER}",
+                                fix="re-export the capture; it was modified after writing")
+        clock = extra.get("clock_hz") or lay.samplerate
+        if ts is None and not clock:
+            raise PcitraceError("state capture without a clock frequency", path=path,
+                                where="metadata samplerate",
+                                fix="set samplerate to the bus clock in the metadata")
+        tb = TimeBase.state(clock_hz=clock, timestamps_ps=ts, start_ps=start_ps)
+    else:
+        rate = extra.get("samplerate_hz") or lay.samplerate
+        if not rate:
+            raise PcitraceError("no samplerate in the metadata", path=path,
+                                where="metadata [device 1]",
+                                fix='add e.g. "samplerate=100 MHz" to the metadata')
+        tb = TimeBase.timing(rate, start_ps=start_ps)
+
+    bit_of = dict(zip(lay.names, lay.bits))
+    chunks = lay.chunks
+    unitsize = lay.unitsize
+
+    def source(names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:
+        chunk = max(1, int(chunk))
+        with _open_zip(path) as zf:
+            for member, first, n in chunks:
+                if first + n <= start:
+                    continue
+                if first >= stop:
+                    break
+                pos = first
+                try:
+                    with zf.open(member) as f:
+                        # Members cannot seek cheaply: skip by reading, bounded pieces.
+                        skip = max(0, start - first)
+                        while skip:
+                            step = min(skip, chunk)
+                            got = f.read(step * unitsize)
+                            if len(got) != step * unitsize:
+                                raise EOFError("chunk shorter than its declared size")
+                            skip -= step
+                            pos += step
+                        end = min(first + n, stop)
+                        while pos < end:
+                            step = min(chunk, end - pos)
+                            buf = f.read(step * unitsize)
+                            if len(buf) != step * unitsize:
+                                raise EOFError("chunk shorter than its declared size")
+                            raw = np.frombuffer(buf, dtype=np.uint8).reshape(step, unitsize)
+                            yield Chunk(pos, {nm: _extract_bits(raw, bit_of[nm]) for nm in names})
+                            pos += step
+                except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+                    raise PcitraceError(
+                        f"chunk {member!r} is corrupt near sample {pos} ({exc})", path=path,
+                        where=f"zip member {member}",
+                        fix="the capture is damaged or truncated; re-copy or re-export it") from None
+
+    metadata = {"format": "sr", "unitsize": unitsize, "sr_version": lay.version,
+                "chunk_members": len(chunks)}
+    if lay.analog:
+        metadata["analog_channels_ignored"] = lay.analog
+    metadata.update(extra.get("metadata", {}))
+    return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, source,
+                   metadata=metadata, path=path)
+
+
+# -- writing -------------------------------------------------------------------------------
+
+def bit_channels(capture: Capture) -> list[tuple[str, str, int]]:
+    """(sr channel name, source channel, bit) for every 1-bit line the .sr will hold."""
+    out = []
+    for ch in capture.channels:
+        if ch.width == 1:
+            out.append((ch.name, ch.name, 0))
+        else:
+            out.extend((f"{ch.name}{i}", ch.name, i) for i in range(ch.width))
+    names = [o[0] for o in out]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise PcitraceError(f"splitting vectors into bits gives duplicate channel names {dup}",
+                            path=capture.path,
+                            fix="rename the channels so that X0..Xn of a vector X do not clash")
+    return out
+
+
+def _jsonable(meta: dict) -> dict:
+    out = {}
+    for k, v in meta.items():
+        try:
+            json.dumps(v)
+        except (TypeError, ValueError):
+            continue
+        out[str(k)] = v
+    return out
+
+
+def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES) -> None:
+    """Write ``capture`` as a sigrok session file (atomic; 1-bit channels only)."""
+    lines = bit_channels(capture)
+    if not lines:
+        raise PcitraceError("the capture has no channels to write", path=capture.path,
+                            fix="select at least one channel")
+    nbits = len(lines)
+    unitsize = max(1, (nbits + 7) // 8)
+    tb = capture.timebase
+    extra: dict = {"format": EXTRA_FORMAT, "mode": tb.mode, "start_ps": int(tb.start_ps),
+                   "metadata": _jsonable({k: v for k, v in capture.metadata.items()
+                                          if k not in ("format", "unitsize", "sr_version",
+                                                       "chunk_members")})}
+    vectors = {c.name: c.width for c in capture.channels if c.width > 1}
+    if vectors:
+        extra["vectors"] = vectors
+    if tb.mode == "timing":
+        rate = tb.samplerate_hz
+        extra["samplerate_hz"] = rate
+    else:
+        if tb.clock_hz:
+            rate = tb.clock_hz
+            extra["clock_hz"] = tb.clock_hz
+        else:
+            ts = np.asarray(tb.timestamps_ps, dtype=np.int64)
+            period = np.median(np.diff(ts)) if len(ts) > 1 else 0
+            rate = 1e12 / period if period > 0 else 1.0
+            extra["clock_hz"] = None
+        if tb.timestamps_ps is not None:
+            extra["timestamps"] = True
+    srate = max(1, int(round(rate)))
+
+    meta = ["[global]", "sigrok version=0.5.2", "", "[device 1]", "capturefile=logic-1",
+            f"total probes={nbits}", f"samplerate={format_samplerate(srate)}",
+            "total analog=0"]
+    meta += [f"probe{i + 1}={name}" for i, (name, _, _) in enumerate(lines)]
+    meta += [f"unitsize={unitsize}", ""]
+
+    per_chunk = max(1, chunk_bytes // unitsize)
+    with atomic_path(path) as tmp:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+            zf.writestr("version", "2")
+            zf.writestr("metadata", "\n".join(meta))
+            k = 0
+            sources = sorted({src for _, src, _ in lines}, key=capture.channel_names.index)
+            for ch in capture.iter_chunks(sources, chunk_samples=per_chunk):
+                n = ch.length
+                packed = np.zeros((n, unitsize), dtype=np.uint8)
+                for pos, (_, src, bit) in enumerate(lines):
+                    arr = ch.data[src]
+                    b = ((arr >> arr.dtype.type(bit)) & arr.dtype.type(1)).astype(np.uint8) \
+                        if bit else (arr & arr.dtype.type(1)).astype(np.uint8)
+                    packed[:, pos >> 3] |= b << np.uint8(pos & 7)
+                k += 1
+                with zf.open(f"logic-1-{k}", "w", force_zip64=n * unitsize > (1 << 31)) as f:
+                    f.write(packed.tobytes())
+            if tb.mode == "state" and tb.timestamps_ps is not None:
+                bio = io.BytesIO()
+                np.save(bio, np.asarray(tb.timestamps_ps, dtype=np.int64), allow_pickle=False)
+                zf.writestr(TIMESTAMPS_MEMBER, bio.getvalue())
+            zf.writestr(EXTRA_MEMBER, json.dumps(extra, indent=1, sort_keys=True))
+
+
+def is_sr(path) -> bool:
+    return Path(path).suffix.lower() == ".sr"
