@@ -13,6 +13,8 @@ Value conventions (every reader, writer and decoder relies on them):
 
 Time bases:
 - timing mode: ``samplerate_hz``; sample i is at i / samplerate (plus ``start_ps``).
+  An event-timed capture (a VCD) is timing mode with ``timestamps_ps`` instead: sample i is
+  the state from ``timestamps_ps[i]`` until the next change.
 - state mode: one sample per bus clock, either uniform (``clock_hz``) or with explicit
   per-sample timestamps (``timestamps_ps``, int64, e.g. the clocked view of a VCD).
 """
@@ -53,14 +55,23 @@ class TimeBase:
     start_ps: int = 0
 
     def __post_init__(self):
-        if self.mode == "timing" and not self.samplerate_hz:
-            raise ValueError("a timing-mode time base needs samplerate_hz")
+        if self.mode == "timing" and not self.samplerate_hz and self.timestamps_ps is None:
+            raise ValueError("a timing-mode time base needs samplerate_hz or timestamps_ps")
         if self.mode == "state" and not self.clock_hz and self.timestamps_ps is None:
             raise ValueError("a state-mode time base needs clock_hz or timestamps_ps")
 
     @classmethod
     def timing(cls, samplerate_hz: float, start_ps: int = 0) -> "TimeBase":
         return cls("timing", samplerate_hz=float(samplerate_hz), start_ps=start_ps)
+
+    @classmethod
+    def events(cls, timestamps_ps: np.ndarray) -> "TimeBase":
+        """Timing mode sampled at change instants (VCD): sample i holds from timestamps[i]."""
+        return cls("timing", timestamps_ps=np.asarray(timestamps_ps, dtype=np.int64))
+
+    @property
+    def event_timed(self) -> bool:
+        return self.mode == "timing" and self.timestamps_ps is not None
 
     @classmethod
     def state(cls, clock_hz: float | None = None, timestamps_ps: np.ndarray | None = None,
@@ -82,6 +93,14 @@ class TimeBase:
         rate = self.rate_hz
         idx = np.arange(start, stop, dtype=np.float64)
         return (np.rint(idx * (1e12 / rate)).astype(np.int64) + self.start_ps)
+
+    def times_at(self, indices: np.ndarray) -> np.ndarray:
+        """int64 picosecond times of arbitrary sample indices (same rounding as times_ps)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if self.timestamps_ps is not None:
+            return self.timestamps_ps[indices]
+        return (np.rint(indices.astype(np.float64) * (1e12 / self.rate_hz)).astype(np.int64)
+                + self.start_ps)
 
     def time_ps(self, index: int) -> int:
         if self.timestamps_ps is not None:
