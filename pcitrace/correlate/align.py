@@ -1,0 +1,282 @@
+"""Align a capture's packet series with a test run's per-packet series.
+
+The two series come from different clocks (the logic analyser's and the test hosts'), may each
+miss packets (the analyser window is short; the receiver loses packets) and may be reordered.
+Alignment therefore works on the *shape* of the series: a constant offset (and a small clock
+rate difference) that makes the most packets coincide. A regular stream is periodic, so several
+offsets one spacing apart fit almost equally well; the right one is the one where the
+irregularities (send-time jitter, loss gaps, pauses) coincide too, i.e. the smallest residuals.
+
+When both series carry sequence numbers (payload visible in the capture, UDPmon packet numbers
+in the run) the pairs come from the numbers instead, with the time fit as a cross-check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pcitrace.errors import PcitraceError
+
+
+@dataclass
+class Alignment:
+    """Result of :func:`align`. Indices refer to the arrays given to it.
+
+    capture time = run time * (1 + drift_ppm * 1e-6) + offset_ps, for the matched pairs.
+    """
+    method: str                    # 'interval' or 'sequence'
+    offset_ps: int
+    drift_ppm: float
+    capture_index: np.ndarray      # int64, matched pairs (capture side), in capture time order
+    run_index: np.ndarray          # int64, matched pairs (run side)
+    residual_ps: np.ndarray        # int64, capture time - predicted capture time, per pair
+    capture_unmatched: np.ndarray  # int64 capture indices with no run packet
+    run_unmatched: np.ndarray      # int64 run indices with no capture packet (inside the capture window)
+    run_outside: np.ndarray        # int64 run indices outside the capture's time window
+    reordered: np.ndarray          # int64 capture indices that arrived after a later-numbered packet
+    mismatched: int                # pairs whose sequence numbers disagree (0 when no numbers)
+    seq_shift: int = 0             # run_seq - capture_seq for matched pairs (sequence method)
+    capture_number: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # ^ per capture packet: the run's packet number (matched, or inferred inside a loss gap), -1 unknown
+
+    @property
+    def matched(self) -> int:
+        return len(self.capture_index)
+
+    def summary(self) -> dict:
+        r = np.abs(self.residual_ps)
+        return {"method": self.method, "offset_ps": int(self.offset_ps), "drift_ppm": round(self.drift_ppm, 4),
+                "matched": self.matched, "capture_unmatched": len(self.capture_unmatched),
+                "run_unmatched": len(self.run_unmatched), "run_outside_capture": len(self.run_outside),
+                "reordered": len(self.reordered), "mismatched": int(self.mismatched),
+                "seq_shift": int(self.seq_shift),
+                "residual_us_median": float(np.median(r) / 1e6) if len(r) else None,
+                "residual_us_max": float(r.max() / 1e6) if len(r) else None}
+
+
+def _as_times(a, name: str) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 1:
+        raise PcitraceError(f"{name} must be one-dimensional, got shape {a.shape}")
+    return a.astype(np.int64)
+
+
+def _nearest_matches(cap: np.ndarray, pred: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One-to-one nearest matching of capture times to predicted run times within ``tol``.
+
+    ``pred`` must be sorted. Each capture packet proposes its nearest run packet; a run packet
+    claimed twice keeps the closer claimant, and the loser tries its second-nearest once.
+    """
+    n = len(pred)
+    if n == 0 or len(cap) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pos = np.searchsorted(pred, cap)
+    lo = np.clip(pos - 1, 0, n - 1)
+    hi = np.clip(pos, 0, n - 1)
+    dlo = np.abs(cap - pred[lo])
+    dhi = np.abs(cap - pred[hi])
+    first = np.where(dlo <= dhi, lo, hi)
+    second = np.where(dlo <= dhi, hi, lo)
+    dfirst = np.minimum(dlo, dhi)
+    dsecond = np.maximum(dlo, dhi)
+    ci = np.arange(len(cap))
+    ok = dfirst <= tol
+    ci, rj, d = ci[ok], first[ok], dfirst[ok]
+    order = np.lexsort((d, rj))
+    ci, rj, d = ci[order], rj[order], d[order]
+    keep = np.ones(len(rj), bool)
+    keep[1:] = rj[1:] != rj[:-1]
+    losers = ci[~keep]
+    ci, rj, d = ci[keep], rj[keep], d[keep]
+    # Second chance for the losers, onto run packets nobody took.
+    taken = np.zeros(n, bool)
+    taken[rj] = True
+    alt = second[losers]
+    ok2 = (dsecond[losers] <= tol) & ~taken[alt]
+    if ok2.any():
+        l2, a2, d2 = losers[ok2], alt[ok2], dsecond[losers][ok2]
+        o2 = np.lexsort((d2, a2))
+        l2, a2, d2 = l2[o2], a2[o2], d2[o2]
+        k2 = np.ones(len(a2), bool)
+        k2[1:] = a2[1:] != a2[:-1]
+        ci = np.concatenate([ci, l2[k2]])
+        rj = np.concatenate([rj, a2[k2]])
+        d = np.concatenate([d, d2[k2]])
+    o = np.argsort(ci, kind="stable")
+    return ci[o], rj[o], d[o]
+
+
+def _score(cap, run_sorted, offset, tol):
+    ci, rj, d = _nearest_matches(cap, run_sorted + offset, tol)
+    return len(ci), (float(np.median(d)) if len(d) else np.inf)
+
+
+def _coarse_offset(cap: np.ndarray, run_sorted: np.ndarray, tol: float) -> float:
+    """Vote for offsets with a few capture anchors against every run packet, then score the
+    best-voted offsets on the whole series."""
+    n, m = len(cap), len(run_sorted)
+    k = int(max(4, min(48, n, 8_000_000 // max(m, 1))))
+    anchors = cap[np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))]
+    diffs = (anchors[:, None] - run_sorted[None, :]).ravel()
+    q = np.floor(diffs / tol).astype(np.int64)
+    bins, counts = np.unique(q, return_counts=True)
+    # A bin and its neighbour share one true offset split by the grid.
+    pair = counts.copy()
+    pair[:-1] += np.where(bins[1:] == bins[:-1] + 1, counts[1:], 0)
+    top = bins[np.argsort(pair)[::-1][:24]]
+    best = None
+    for b in top:
+        sel = diffs[(q == b) | (q == b + 1)]
+        cand = float(np.median(sel))
+        matched, med = _score(cap, run_sorted, cand, tol)
+        key = (matched, -med)
+        if best is None or key > best[0]:
+            best = (key, cand)
+    return best[1]
+
+
+def _fit(run_t: np.ndarray, cap_t: np.ndarray) -> tuple[float, float]:
+    """capture = run * (1 + slope) + offset, robust to a few outliers (two passes)."""
+    x = (run_t - run_t[0]).astype(float)
+    y = (cap_t - run_t).astype(float)
+    if len(x) < 3 or np.ptp(x) == 0:
+        return float(np.median(y)), 0.0
+    keep = np.ones(len(x), bool)
+    for _ in range(2):
+        a, b = np.polyfit(x[keep], y[keep], 1)
+        r = y - (a * x + b)
+        mad = np.median(np.abs(r[keep])) + 1.0
+        keep = np.abs(r) <= 5 * mad
+        if keep.sum() < 3:
+            break
+    # offset expressed at run time 0
+    return float(b - a * run_t[0]), float(a)
+
+
+def align(capture_times_ps, run_times_ps, capture_seq=None, run_seq=None, *,
+          tolerance_ps: float | None = None) -> Alignment:
+    """Align capture packets (times in ps on the analyser's clock) with run packets (times in
+    ps on the test host's clock; only packets that have a time, e.g. received ones).
+
+    ``capture_seq`` / ``run_seq``: sequence numbers, when known; with both, pairs come from
+    the numbers (after learning the constant difference between the two numberings).
+    ``tolerance_ps``: how far a capture packet may sit from its predicted time (default: a
+    third of the run's median spacing).
+    """
+    cap = _as_times(capture_times_ps, "capture_times_ps")
+    run = _as_times(run_times_ps, "run_times_ps")
+    if len(cap) == 0 or len(run) == 0:
+        raise PcitraceError(f"nothing to align: the capture has {len(cap)} packets and the run {len(run)}",
+                            fix="check that the capture holds the test stream and the run log has per-packet times (-G)")
+    cseq = None if capture_seq is None else np.asarray(capture_seq, np.int64)
+    rseq = None if run_seq is None else np.asarray(run_seq, np.int64)
+    if cseq is not None and len(cseq) != len(cap):
+        raise PcitraceError("capture_seq and capture_times_ps differ in length")
+    if rseq is not None and len(rseq) != len(run):
+        raise PcitraceError("run_seq and run_times_ps differ in length")
+    corder = np.argsort(cap, kind="stable")
+    rorder = np.argsort(run, kind="stable")
+    cap_s, run_s = cap[corder], run[rorder]
+    if tolerance_ps is None:
+        gaps = np.diff(run_s)
+        gaps = gaps[gaps > 0]
+        spacing = float(np.median(gaps)) if len(gaps) else 1e6
+        tolerance_ps = max(spacing / 3.0, 1.0)
+    tol = float(tolerance_ps)
+
+    offset = _coarse_offset(cap_s, run_s, tol)
+    slope = 0.0
+    for _ in range(3):
+        pred = run_s + offset + slope * (run_s - run_s[0])
+        ci, rj, _d = _nearest_matches(cap_s, pred, tol)
+        if len(ci) < 2:
+            break
+        off0, slope_new = _fit(run_s[rj], cap_s[ci])
+        offset = off0 + slope_new * run_s[0]  # re-anchor at run_s[0]
+        slope = slope_new
+    pred = run_s + offset + slope * (run_s - run_s[0])
+    ci, rj, _d = _nearest_matches(cap_s, pred, tol)
+    method = "interval"
+    mismatched = 0
+    shift = 0
+    if cseq is not None and rseq is not None:
+        method = "sequence"
+        cs, rs = cseq[corder], rseq[rorder]
+        if len(ci):
+            vals, cnt = np.unique(rs[rj] - cs[ci], return_counts=True)
+            shift = int(vals[np.argmax(cnt)])
+        else:
+            vals, cnt = np.unique(np.concatenate([rs[:1] - cs, rs - cs[:1]]), return_counts=True)
+            shift = int(vals[np.argmax(cnt)])
+        time_pairs = set(zip(ci.tolist(), rj.tolist()))
+        rpos = {int(s): j for j, s in enumerate(rs)}
+        ci2, rj2 = [], []
+        for i, s in enumerate(cs):
+            j = rpos.get(int(s) + shift)
+            if j is not None:
+                ci2.append(i)
+                rj2.append(j)
+        ci = np.array(ci2, np.int64)
+        rj = np.array(rj2, np.int64)
+        # A number pair the time fit would not have made is a packet whose timing contradicts its number.
+        mismatched = sum(1 for p in zip(ci.tolist(), rj.tolist()) if p not in time_pairs)
+        if len(ci) >= 2:
+            off0, slope = _fit(run_s[rj], cap_s[ci])
+            offset = off0 + slope * run_s[0]
+    pred = run_s + offset + slope * (run_s - run_s[0])
+    resid = cap_s[ci] - pred[rj] if len(ci) else np.zeros(0)
+
+    # Back to the caller's indexing.
+    cap_idx = corder[ci]
+    run_idx = rorder[rj]
+    cap_un = np.setdiff1d(np.arange(len(cap)), cap_idx)
+    # Run packets predicted inside the capture's window but not seen are missing from the capture;
+    # the rest simply fell outside the analyser's window.
+    lo, hi = cap_s[0] - tol, cap_s[-1] + tol
+    inside = (pred >= lo) & (pred <= hi)
+    run_un_sorted = np.setdiff1d(np.flatnonzero(inside), rj)
+    run_out = rorder[np.flatnonzero(~inside)]
+    run_un = rorder[run_un_sorted]
+
+    # Reordering: in capture time order, a packet numbered below one already seen.
+    if cseq is not None:
+        numbers_in_time = cseq[corder]
+    elif rseq is not None:
+        numbers_in_time = np.full(len(cap_s), np.iinfo(np.int64).min)
+        numbers_in_time[ci] = rseq[rorder][rj]
+    else:
+        numbers_in_time = np.full(len(cap_s), np.iinfo(np.int64).min)
+        numbers_in_time[ci] = rj
+    known = numbers_in_time != np.iinfo(np.int64).min
+    seen_max = np.maximum.accumulate(np.where(known, numbers_in_time, np.iinfo(np.int64).min))
+    prev_max = np.concatenate([[np.iinfo(np.int64).min], seen_max[:-1]])
+    reordered = corder[np.flatnonzero(known & (numbers_in_time < prev_max))]
+
+    number = _infer_numbers(len(cap), corder, ci, rj, rorder, rseq, cseq, shift)
+    return Alignment(method, int(round(offset - slope * run_s[0])), slope * 1e6, cap_idx.astype(np.int64),
+                     run_idx.astype(np.int64), np.rint(resid).astype(np.int64), cap_un.astype(np.int64),
+                     run_un.astype(np.int64), run_out.astype(np.int64), reordered.astype(np.int64),
+                     int(mismatched), shift, number)
+
+
+def _infer_numbers(n_cap, corder, ci, rj, rorder, rseq, cseq, shift) -> np.ndarray:
+    """The run's packet number for every capture packet: matched ones directly; unmatched ones
+    between two matched packets get the missing numbers in between when the counts agree (the
+    sender's bus shows packets the receiver lost, which the run lists only by number)."""
+    out = np.full(n_cap, -1, np.int64)
+    if cseq is not None:
+        out[:] = cseq + shift if rseq is not None else cseq
+        return out
+    if rseq is None or len(ci) == 0:
+        return out
+    rs = rseq[rorder]
+    num_sorted = np.full(n_cap, -1, np.int64)
+    num_sorted[ci] = rs[rj]
+    nums = rs[rj]
+    gaps = np.flatnonzero((np.diff(ci) > 1) & (np.diff(nums) == np.diff(ci)))
+    for a in gaps:  # one iteration per loss gap, not per packet
+        num_sorted[ci[a] + 1:ci[a + 1]] = np.arange(nums[a] + 1, nums[a + 1])
+    out[corder] = num_sorted
+    return out
