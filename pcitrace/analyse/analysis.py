@@ -1,0 +1,253 @@
+"""The analyser's entry point: decode records in, per-bus figures and per-packet tables out.
+
+Everything here is a pure function of the records and the bus facts (clock, width, clock count,
+the NIC's identity); nothing reads files, so the same code serves the CLI, the viewer and tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from pcitrace.analyse import packets as pk
+from pcitrace.analyse.classify import CSR, DMA, OTHER, READ, WRITE, ad_captured, classify, directions
+from pcitrace.analyse.occupancy import BusyTime, OccupancySplit, rolling, split_clocks
+from pcitrace.analyse.stats import Distribution, Histogram
+
+GBE_US_PER_BYTE = 0.008
+# Bytes a frame occupies on the wire beyond what the NIC DMAs (destination .. payload):
+# 8 preamble/SFD + 12 inter-frame gap + 4 CRC (the 14-byte header is in the DMA'd buffer).
+WIRE_OVERHEAD_BYTES = 24
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisOptions:
+    csr_gap_us: float = 2.0              # CSR accesses closer than this form one group
+    classification: str = "auto"         # auto | gnt+bar | gnt | bar | length
+    csr_max_data_phases: int = 1         # 'length' / 'gnt' rules: CSR accesses are this short
+    transfer_gap_clocks: int = 16        # no AD: bursts this close form one transfer
+    min_frame_bytes: int = 60            # a transfer this big is frame data (min Ethernet frame w/o CRC)
+    window_us: float | None = None       # rolling occupancy window; None = auto
+    window_step: float = 0.5             # step as a fraction of the window
+    pause_factor: float = 3.0            # a packet period > factor x median is a transmit pause
+    histogram_bins: int = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class BusFacts:
+    """What the analyser needs to know about a bus besides its records (a decode BusSummary fits)."""
+
+    name: str
+    width: int
+    clock_hz: float
+    clocks: int
+    start_ps: int
+    end_ps: int
+    kind: str = "pci"
+    mode: str = "pci"
+
+    @classmethod
+    def of(cls, summary) -> "BusFacts":
+        clock_hz = getattr(summary, "clock_hz", None)
+        clocks = int(summary.clocks)
+        if not clock_hz:
+            span = int(summary.end_ps) - int(summary.start_ps)
+            clock_hz = 1e12 * max(clocks - 1, 1) / span if span > 0 else 33e6
+        return cls(name=summary.name, width=int(getattr(summary, "width", 32) or 32),
+                   clock_hz=float(clock_hz), clocks=clocks, start_ps=int(summary.start_ps),
+                   end_ps=int(summary.end_ps), kind=getattr(summary, "kind", "pci"),
+                   mode=getattr(summary, "mode", "pci"))
+
+    @property
+    def period_ps(self) -> float:
+        return 1e12 / self.clock_hz
+
+    @property
+    def duration_ps(self) -> float:
+        return self.clocks * self.period_ps
+
+
+# Per-packet figures that get distributions and histograms: name -> (packet field, scale to report unit)
+PACKET_FIGURES: dict[str, tuple[str, float]] = {
+    "csr_setup_us": ("csr_setup_ps", 1e-6),
+    "csr_accesses": ("csr_accesses", 1.0),
+    "csr_to_dma_us": ("csr_to_dma_ps", 1e-6),
+    "descriptor_fetch_us": ("descriptor_fetch_ps", 1e-6),
+    "data_dma_us": ("data_dma_ps", 1e-6),
+    "data_bytes": ("data_bytes", 1.0),
+    "status_writeback_us": ("status_writeback_ps", 1e-6),
+    "interrupt_delay_us": ("interrupt_delay_ps", 1e-6),
+    "packet_period_us": ("period_ps", 1e-6),
+    "packet_busy_us": ("busy_ps", 1e-6),
+    "packet_occupancy": ("occupancy", 1.0),
+}
+
+
+@dataclasses.dataclass
+class BusAnalysis:
+    facts: BusFacts
+    classification_rule: str
+    records: np.ndarray           # this bus's records, in time order
+    classes: np.ndarray           # int8 CSR / DMA / OTHER per record
+    directions: np.ndarray        # int8 READ / WRITE / UNKNOWN_DIR per record
+    groups: np.ndarray            # packets.GROUP_DTYPE
+    bursts: np.ndarray            # packets.BURST_DTYPE
+    transfers: np.ndarray         # packets.TRANSFER_DTYPE
+    packets: np.ndarray           # packets.PACKET_DTYPE
+    split: OccupancySplit
+    rolling_t_ps: np.ndarray
+    rolling_occupancy: np.ndarray
+    window_ps: float
+    pause_after: np.ndarray       # packet indices followed by a pause
+    packets_per_interrupt: np.ndarray
+    distributions: dict[str, Distribution]
+    histograms: dict[str, Histogram]
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def occupancy(self) -> float:
+        return self.split.occupancy
+
+    @property
+    def efficiency(self) -> float | None:
+        """Ideal time of every byte moved (bytes / (width/8 x clock)) over the busy time."""
+        busy = self.split.busy_clocks
+        if not busy:
+            return None
+        return float(self.records["bytes"].sum()) / (self.facts.width / 8) / busy
+
+    @property
+    def dma_efficiency(self) -> float | None:
+        b = self.bursts
+        if b.size == 0 or b["duration_ps"].sum() == 0:
+            return None
+        return float(b["bytes"].sum()) / (self.facts.width / 8) * self.facts.period_ps / float(b["duration_ps"].sum())
+
+    @property
+    def throughput_mbit_s(self) -> float:
+        """Frame data DMA'd per second of capture."""
+        return float(self.packets["data_bytes"].sum()) * 8 / (self.facts.duration_ps * 1e-12) / 1e6 \
+            if self.facts.duration_ps else 0.0
+
+    @property
+    def dma_mbit_s(self) -> float:
+        return float(self.bursts["bytes"].sum()) * 8 / (self.facts.duration_ps * 1e-12) / 1e6 \
+            if self.facts.duration_ps else 0.0
+
+    def limits(self) -> dict:
+        """The physical limits (DOMAIN.md) that belong beside the measured figures."""
+        f = self.facts
+        bytes_per_clock = f.width / 8
+        us_per_byte = 1e6 / (bytes_per_clock * f.clock_hz)
+        data = self.packets["data_bytes"].astype(np.float64)
+        return {
+            "bus_us_per_byte": us_per_byte,
+            "bus_mbit_s": bytes_per_clock * 8 * f.clock_hz / 1e6,
+            "gbe_us_per_byte": GBE_US_PER_BYTE,
+            "data_dma_ideal_us": Distribution.of(data * us_per_byte),
+            "wire_us": Distribution.of((data + WIRE_OVERHEAD_BYTES) * GBE_US_PER_BYTE) if data.size
+            else Distribution.of([]),
+        }
+
+    def packet_counts(self) -> dict:
+        d = self.packets["direction"]
+        return {"total": int(d.size), "tx": int((d == READ).sum()), "rx": int((d == WRITE).sum()),
+                "unknown": int(((d != READ) & (d != WRITE)).sum())}
+
+
+@dataclasses.dataclass
+class Analysis:
+    buses: dict[str, BusAnalysis]
+    options: AnalysisOptions
+    findings: int = 0
+
+
+def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, int]] | None = None,
+                options: AnalysisOptions | None = None, *, have_ad: bool | None = None) -> BusAnalysis:
+    """All figures of one bus from its records (any order; records of other buses are not allowed)."""
+    o = options or AnalysisOptions()
+    records = np.sort(records, order="start_ps", kind="stable") if len(records) else records
+    T = facts.period_ps
+    classes, rule = classify(records, bars, rule=o.classification, csr_max_data_phases=o.csr_max_data_phases)
+    dirs = directions(records)
+    if have_ad is None:
+        have_ad = ad_captured(records)
+    busy = BusyTime.of(records, T)
+    groups = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T)
+    bursts = pk.dma_bursts(records, classes, dirs, T, facts.width)
+    transfers = pk.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
+                                 period_ps=T, min_frame_bytes=o.min_frame_bytes)
+    packets = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width)
+    split = split_clocks(records, classes, facts.clocks)
+
+    t0, t1 = float(facts.start_ps), float(facts.start_ps) + facts.duration_ps
+    window = o.window_us * 1e6 if o.window_us else max(10e6, (t1 - t0) / 2000)
+    rt, ro = rolling(busy, t0, t1, window, window * o.window_step)
+
+    inter = groups[~groups["setup"]]
+    ppi = inter["packets"][inter["packets"] > 0]
+
+    dists, hists = {}, {}
+    for name, (field, scale) in PACKET_FIGURES.items():
+        v = packets[field]
+        dists[name] = Distribution.of(v, scale)
+        hists[name] = Histogram.of(v, o.histogram_bins, scale)
+    for name, values, scale in (("dma_burst_bytes", bursts["bytes"], 1.0),
+                                ("dma_burst_us", bursts["duration_ps"], 1e-6),
+                                ("dma_burst_waits", bursts["waits"], 1.0),
+                                ("dma_burst_efficiency", bursts["efficiency"], 1.0),
+                                ("dma_transfer_bytes", transfers["bytes"], 1.0),
+                                ("dma_transfer_us", transfers["span_ps"], 1e-6),
+                                ("csr_group_us", groups["span_ps"], 1e-6),
+                                ("packets_per_interrupt", ppi, 1.0)):
+        dists[name] = Distribution.of(values, scale)
+        hists[name] = Histogram.of(values, o.histogram_bins, scale)
+    pause_after = pk.pauses(packets, o.pause_factor)
+    dists["pause_us"] = Distribution.of(packets["period_ps"][pause_after], 1e-6)
+
+    return BusAnalysis(facts, rule, records, classes, dirs, groups, bursts, transfers, packets, split,
+                       rt, ro, window, pause_after, ppi, dists, hists)
+
+
+def _bars_by_bus(profile) -> dict[str, list]:
+    out = {}
+    for bus in getattr(profile, "buses", None) or []:
+        nic = getattr(bus, "nic", None)
+        out[bus.name] = list(getattr(nic, "bars", None) or [])
+    return out
+
+
+def _ad_by_bus(profile) -> dict[str, bool]:
+    out = {}
+    for bus in getattr(profile, "buses", None) or []:
+        sig = getattr(bus, "signals", None)
+        if sig is not None:
+            out[bus.name] = "ad" in sig
+    return out
+
+
+def analyse(decode_result, options: AnalysisOptions | None = None) -> Analysis:
+    """Analyse every PCI / PCI-X bus of a DecodeResult (``.records``, ``.buses``, ``.profile``)."""
+    o = options or AnalysisOptions()
+    records = decode_result.records
+    bars = _bars_by_bus(getattr(decode_result, "profile", None))
+    ad = _ad_by_bus(getattr(decode_result, "profile", None))
+    out: dict[str, BusAnalysis] = {}
+    summaries: Mapping = getattr(decode_result, "buses", {}) or {}
+    for name, summary in summaries.items():
+        if getattr(summary, "kind", "pci") not in ("pci", "pcix"):
+            continue
+        facts = BusFacts.of(summary)
+        mine = records[records["bus"] == name] if len(records) else records
+        out[name] = analyse_bus(mine, facts, bars.get(name), o, have_ad=ad.get(name))
+    findings = getattr(decode_result, "findings", None)
+    return Analysis(out, o, int(len(findings)) if findings is not None else 0)
+
+
+__all__ = ["AnalysisOptions", "BusFacts", "BusAnalysis", "Analysis", "analyse", "analyse_bus",
+           "CSR", "DMA", "OTHER", "PACKET_FIGURES"]
