@@ -1,1 +1,246 @@
+"""Decoding: captures -> transaction records (PCI / PCI-X) and probe frames.
 
+``decode_capture`` is the one entry point the CLI, the analyser and the viewer use. The fast
+engine (``pcitrace.decode.engine``) streams the capture bus by bus in chunks of clocks; the
+reference engine runs the sigrok decoder ``decoders/pci`` through sigrok-cli
+(``pcitrace.decode.sigrok``). Both give records as laid out in docs/records.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE
+from pcitrace.errors import PcitraceError
+
+ENGINES = ("fast", "sigrok")
+DEFAULT_CHUNK_CLOCKS = 1 << 20
+
+
+@dataclasses.dataclass
+class BusSummary:
+    name: str
+    kind: str               # 'pci' | 'pcix' | 'gbe_probe'
+    mode: str               # 'pci' | 'pcix'
+    width: int
+    clock_hz: float | None  # from the profile, else measured from the clock times
+    clocks: int             # bus clocks in the capture
+    start_ps: int
+    end_ps: int
+
+
+@dataclasses.dataclass
+class DecodeResult:
+    records: np.ndarray                     # RECORD_DTYPE, every PCI bus, sorted by start_ps
+    words: np.ndarray                       # WORD_DTYPE; `record` indexes `records`
+    findings: np.ndarray                    # FINDING_DTYPE, sorted by time_ps
+    profile: object                         # pcitrace.capture.profile.Profile
+    buses: dict[str, BusSummary]
+    frames: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)   # probe buses
+    engine: str = "fast"
+
+    def bus_records(self, name: str) -> np.ndarray:
+        return self.records[self.records["bus"] == name]
+
+
+def _clock_hz(bus, times_first: np.ndarray | None, clocks: int, start: int, end: int) -> float | None:
+    if bus.clock_hz:
+        return float(bus.clock_hz)
+    if times_first is not None and len(times_first) > 1:
+        d = np.diff(times_first)
+        med = float(np.median(d))
+        if med > 0:
+            return 1e12 / med
+    if clocks > 1 and end > start:
+        return (clocks - 1) * 1e12 / (end - start)
+    return None
+
+
+def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
+               profile_name: str = "profile", progress: Callable[[int], None] | None = None):
+    """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
+    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.decode.engine import decode_clocks
+
+    recs, words, finds = [], [], []
+    carry = None
+    clocks = 0
+    start_ps = end_ps = 0
+    first_times = None
+    empty_sig = None
+    for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name):
+        if len(ch) == 0:
+            continue
+        if first_times is None:
+            first_times = ch.times_ps[:4096].copy()
+            start_ps = int(ch.times_ps[0])
+        end_ps = int(ch.times_ps[-1])
+        clocks += len(ch)
+        empty_sig = {k: v[:0] for k, v in ch.sig.items()}
+        r, w, f, carry = decode_clocks(ch.sig, ch.times_ps, mode=bus.mode, width=bus.width,
+                                       bus=bus.name, carry=carry, final=False)
+        recs.append(r), words.append(w), finds.append(f)
+        if progress is not None:
+            progress(len(ch))
+    if carry is not None:
+        r, w, f, carry = decode_clocks(empty_sig, np.zeros(0, np.int64), mode=bus.mode,
+                                       width=bus.width, bus=bus.name, carry=carry, final=True)
+        recs.append(r), words.append(w), finds.append(f)
+    summary = BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
+                         _clock_hz(bus, first_times, clocks, start_ps, end_ps), clocks, start_ps, end_ps)
+    return (_cat(recs, RECORD_DTYPE), _cat(words, WORD_DTYPE), _cat(finds, FINDING_DTYPE), summary)
+
+
+def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
+def merge_buses(per_bus: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+    """Concatenate several buses' (records, words, findings), records sorted by start_ps.
+
+    Each bus's words index its own records; after the merge they index the merged array and
+    every record's ``data_index`` points at its first word again."""
+    recs, words, finds = [], [], []
+    offset = 0
+    for r, w, f in per_bus:
+        w = w.copy()
+        w["record"] += offset
+        offset += len(r)
+        recs.append(r), words.append(w), finds.append(f)
+    records = _cat(recs, RECORD_DTYPE)
+    words = _cat(words, WORD_DTYPE)
+    findings = _cat(finds, FINDING_DTYPE)
+    order = np.argsort(records["start_ps"], kind="stable")
+    records = records[order]
+    new_index = np.empty(len(order), np.int64)
+    new_index[order] = np.arange(len(order))
+    if len(words):
+        words["record"] = new_index[words["record"]]
+        words = words[np.lexsort((words["time_ps"], words["record"]))]
+    counts = np.bincount(words["record"], minlength=len(records)) if len(words) else np.zeros(len(records), np.int64)
+    first = np.zeros(len(records), np.int64)
+    if len(records) > 1:
+        np.cumsum(counts[:-1], out=first[1:])
+    records["data_index"] = first
+    findings = findings[np.argsort(findings["time_ps"], kind="stable")]
+    return records, words, findings
+
+
+def _select(profile, buses):
+    if buses is None:
+        return list(profile.buses)
+    names = [buses] if isinstance(buses, str) else list(buses)
+    return [profile.bus(n) for n in names]
+
+
+def decode_capture(capture, profile=None, *, buses=None, engine: str = "fast",
+                   chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, progress=None) -> DecodeResult:
+    """Decode every PCI bus (and probe link) of ``capture``.
+
+    ``capture``: a Capture or a path; ``profile``: a Profile, a profile path, or None (the
+    NAME.profile.toml beside the capture, else auto-detection); ``buses``: a name or names
+    to restrict to; ``engine``: 'fast' (numpy) or 'sigrok' (the reference decoder through
+    sigrok-cli; slow). ``progress(clocks_done)`` is called as chunks are decoded.
+    """
+    from pcitrace.capture import open_capture
+    from pcitrace.capture.profile import Profile, resolve_profile
+
+    if engine not in ENGINES:
+        raise PcitraceError(f"unknown decode engine {engine!r}", fix="use --engine fast or --engine sigrok")
+    if isinstance(capture, (str, os.PathLike)):
+        capture = open_capture(capture)
+    if not isinstance(profile, Profile):
+        profile = resolve_profile(capture, profile)
+    else:
+        profile.check(capture)
+    selected = _select(profile, buses)
+    pci = [b for b in selected if b.is_pci]
+    probes = [b for b in selected if b.kind == "gbe_probe"]
+
+    summaries: dict[str, BusSummary] = {}
+    per_bus = []
+    if engine == "fast":
+        for b in pci:
+            r, w, f, summary = decode_bus(capture, b, chunk_clocks=chunk_clocks,
+                                          profile_name=profile.describe(), progress=progress)
+            per_bus.append((r, w, f))
+            summaries[b.name] = summary
+    else:
+        for (r, w, f), summary in _decode_sigrok(capture, pci, profile):
+            per_bus.append((r, w, f))
+            summaries[summary.name] = summary
+    records, words, findings = merge_buses(per_bus)
+    frames = {}
+    for b in probes:
+        got = _decode_probe(capture, b, required=buses is not None)
+        if got is not None:
+            frames[b.name], summaries[b.name] = got
+    return DecodeResult(records, words, findings, profile, summaries, frames, engine)
+
+
+def _summary_only(capture, bus) -> BusSummary:
+    """Bus clocks and time span without decoding (the sigrok path needs them too)."""
+    from pcitrace.capture.profile import bus_clocks
+
+    clocks, start_ps, end_ps, first = 0, 0, 0, None
+    only = dict(bus.signals)
+    keep = {k: v for k, v in only.items() if k in ("clk", "frame_n")}
+    slim = dataclasses.replace(bus, signals=keep)
+    for ch in bus_clocks(capture, slim):
+        if len(ch) == 0:
+            continue
+        if first is None:
+            first = ch.times_ps[:4096].copy()
+            start_ps = int(ch.times_ps[0])
+        end_ps = int(ch.times_ps[-1])
+        clocks += len(ch)
+    return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
+                      _clock_hz(bus, first, clocks, start_ps, end_ps), clocks, start_ps, end_ps)
+
+
+def _decode_sigrok(capture, pci_buses, profile):
+    """Run the reference decoder through sigrok-cli, writing a temporary .sr if the capture
+    is not one already."""
+    from pcitrace.capture import write_sr
+    from pcitrace.decode.sigrok import run_sigrok
+
+    with contextlib.ExitStack() as stack:
+        path = capture.path
+        if not (path and str(path).lower().endswith(".sr") and os.path.exists(path)):
+            tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pcitrace-sigrok-"))
+            path = os.path.join(tmpdir, "capture.sr")
+            write_sr(capture, path)
+        for b in pci_buses:
+            res = run_sigrok(path, b)
+            recs = np.asarray(res.records)
+            finds = np.asarray(getattr(res, "findings", np.zeros(0, FINDING_DTYPE)))
+            words = np.asarray(getattr(res, "words", np.zeros(0, WORD_DTYPE)))
+            if words.dtype != WORD_DTYPE:
+                words = np.zeros(0, WORD_DTYPE)
+            yield (recs, words, finds), _summary_only(capture, b)
+
+
+def _decode_probe(capture, bus, required: bool):
+    """Frames of one probe link, through the probe twin engine (pcitrace.decode.probe)."""
+    from pcitrace.decode import probe
+
+    fn = getattr(probe, "decode_probe_capture", None)
+    if fn is None:
+        if not required:
+            return None
+        raise PcitraceError(f"bus {bus.name!r} is a probe link, but this build cannot decode probe "
+                            "links yet", fix=f"leave it out with --bus (e.g. --bus of a PCI bus)")
+    frames = fn(capture, bus)
+    times = frames["start_ps"] if len(frames) else np.zeros(0, np.int64)
+    summary = BusSummary(bus.name, bus.kind, "pci", 0, None, 0,
+                         int(times[0]) if len(times) else 0, int(frames["end_ps"][-1]) if len(frames) else 0)
+    return frames, summary
+
+
+__all__ = ["decode_capture", "decode_bus", "merge_buses", "DecodeResult", "BusSummary", "ENGINES"]
