@@ -1,0 +1,821 @@
+"""Cycle-accurate rendering of conventional PCI and PCI-X mode 1 bus activity, with its truth.
+
+A :class:`TxnSpec` says what one transaction should do on the bus (command, address, data,
+DEVSEL# speed, wait states, termination, PCI-X attributes, arbitration, parity). :func:`render`
+lays a sequence of them out clock by clock and returns the electrical level of every signal
+per clock plus the transaction records (docs/records.md) that a correct decoder must produce.
+
+The truth records are computed from the specs (what the bus was asked to do), never by reading
+the rendered signals back: the simulator is the third, independent reading of docs/records.md,
+so a decoder bug and a renderer bug cannot cancel out.
+
+Speed: the only Python loop runs once per transaction and emits a handful of *runs* (a state
+code held for n clocks; a run of back-to-back data phases is one run whose word index steps by
+one per clock). Every per-clock array is then built with ``np.repeat`` and table look-ups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from pcitrace.decode.facts import MAX_INITIAL_LATENCY, PCI_COMMANDS, PCIX_COMMANDS, PCIX_DWORD_COMMANDS
+from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE
+from pcitrace.errors import PcitraceError
+
+DEVSEL_CLOCKS = {"fast": 1, "medium": 2, "slow": 3, "subtractive": 4, "none": None}
+# PCI-X decode speeds are counted the same way from the attribute phase.
+DEVSEL_ALIASES = {"a": "fast", "b": "medium", "c": "slow", "decode_a": "fast", "decode_b": "medium",
+                  "decode_c": "slow"}
+
+# Terminations a spec may ask for; the last three are PCI-X flavours of disconnect_with_data.
+SPEC_TERMINATIONS = ("normal", "retry", "disconnect_with_data", "disconnect_without_data",
+                     "target_abort", "master_abort", "split_response", "disconnect_adb",
+                     "single_phase_disconnect")
+_RECORD_TERMINATION = {"disconnect_adb": "disconnect_with_data",
+                       "single_phase_disconnect": "disconnect_with_data"}
+
+# Clocks from the last header clock to the master abort: the master gives the subtractive
+# decoder its clock 4 and deasserts FRAME# on clock 5 (PCI 2.3 section 3.3.3.1).
+MASTER_ABORT_CLOCKS = 5
+
+# Per-clock state codes.  Columns: FRAME# IRDY# TRDY# STOP# levels, and whether DEVSEL# is
+# forced deasserted (target abort / split response signalling).
+IDLE, HEAD, TWAIT, TWAIT_L, DATA, DATA_L, DSTOP, DSTOP_L, STOP, STOP_L, ABORT, ABORT_L, SPLIT_L = range(13)
+_CODE_TABLE = np.array([
+    # F  I  T  S  nodevsel
+    [1, 1, 1, 1, 1],   # IDLE
+    [0, 1, 1, 1, 0],   # HEAD: address / attribute phase, initiator wait
+    [0, 0, 1, 1, 0],   # TWAIT: target wait, more phases to come
+    [1, 0, 1, 1, 0],   # TWAIT_L: target wait in the final phase (FRAME# already released)
+    [0, 0, 0, 1, 0],   # DATA
+    [1, 0, 0, 1, 0],   # DATA_L: final data phase
+    [0, 0, 0, 0, 0],   # DSTOP: data phase with STOP# (disconnect with data)
+    [1, 0, 0, 0, 0],   # DSTOP_L
+    [0, 0, 1, 0, 0],   # STOP: retry / disconnect without data
+    [1, 0, 1, 0, 0],   # STOP_L
+    [0, 0, 1, 0, 1],   # ABORT: target abort (DEVSEL# released with STOP#)
+    [1, 0, 1, 0, 1],   # ABORT_L
+    [1, 0, 0, 0, 1],   # SPLIT_L: PCI-X split response (TRDY#+STOP#, DEVSEL# released)
+], dtype=np.uint8)
+_F, _I, _T, _S = (np.ascontiguousarray(_CODE_TABLE[:, k]) for k in range(4))
+_NODEV = _CODE_TABLE[:, 4].astype(bool)
+_IS_DATA = np.zeros(len(_CODE_TABLE), bool)
+_IS_DATA[[DATA, DATA_L, DSTOP, DSTOP_L]] = True
+
+
+_ROW_FIELDS = ("clocks", "command", "dac", "address", "data_phases", "devsel", "termination",
+               "initiator_waits", "target_waits", "parity_error", "width", "gnt", "tag", "requester",
+               "byte_count", "relaxed_ordering", "no_snoop", "data_index")
+
+
+def is_read(command: int, mode: str = "pci") -> bool:
+    """Whether the target drives AD in the data phases (so a turnaround clock comes first)."""
+    command &= 0xF
+    if mode == "pcix" and command == 0xC:       # split completion: the completer writes
+        return False
+    return command in (0x0, 0x2, 0x4, 0x6, 0x8, 0xA, 0xC, 0xE)
+
+
+def command_table(mode: str) -> dict[int, tuple[str, str]]:
+    return PCIX_COMMANDS if mode == "pcix" else PCI_COMMANDS
+
+
+def _sparse(waits, n: int, what: str) -> dict[int, int]:
+    """Per-slot wait counts from a sequence (index = slot) or a mapping slot -> count."""
+    if not waits:
+        return {}
+    items = waits.items() if isinstance(waits, Mapping) else enumerate(waits)
+    out = {}
+    for k, v in items:
+        k, v = int(k), int(v)
+        if v < 0:
+            raise PcitraceError(f"{what}: negative wait count {v} in phase {k}", fix="use counts >= 0")
+        if k < 0 or k >= n:
+            if v:
+                raise PcitraceError(f"{what}: phase {k} does not exist (the transaction has {n})",
+                                    fix="give waits only for the phases the transaction has")
+            continue
+        if v:
+            out[k] = v
+    return out
+
+
+@dataclasses.dataclass
+class TxnSpec:
+    """One bus transaction as the bus should carry it.
+
+    ``data`` are the words of the data phases that *complete* (a retry has none, a disconnect
+    without data after 3 phases has 3). ``byte_enables`` are asserted-low C/BE# per phase
+    (one int for all phases; None = all enabled). ``initiator_waits`` / ``target_waits`` are
+    per *slot*: the completed phases plus, for retry / disconnect without data / target abort,
+    the slot in which the target stops (a sequence indexed by slot or a mapping slot -> count).
+    In each slot the initiator waits come first (IRDY# deasserted), then the target waits
+    (IRDY# asserted); the first slot's target waits are raised to what DEVSEL# decoding and the
+    read turnaround need, so ``target_waits={0: 0}`` means "as early as the rules allow".
+    ``master_done``: FRAME# is already released when the stopping slot starts (the master
+    wanted no more phases); default True for normal / split, False for target terminations.
+    ``parity_error``: None, -1 (address phase) or a data phase index whose PAR is inverted.
+    ``idle_before``: idle clocks before the address phase; 0 = fast back-to-back.
+    """
+
+    command: int
+    address: int = 0
+    data: Sequence[int] | np.ndarray = ()
+    byte_enables: Sequence[int] | np.ndarray | int | None = None
+    dac: bool | None = None
+    req64: bool = False
+    ack64: bool | None = None
+    devsel: str = "fast"
+    initiator_waits: Sequence[int] | Mapping[int, int] = ()
+    target_waits: Sequence[int] | Mapping[int, int] = ()
+    termination: str = "normal"
+    master_done: bool | None = None
+    stop_phases: int = 2               # disconnect_adb: data phases carrying STOP# up to the ADB
+    requester: int = 0                 # PCI-X: bus << 8 | device << 3 | function
+    tag: int = 0
+    byte_count: int | None = None      # PCI-X burst commands; None = bytes of the data
+    relaxed_ordering: bool = False
+    no_snoop: bool = False
+    idle_before: int = 1
+    master: int = 0
+    parity_error: int | None = None
+
+    @property
+    def is_dac(self) -> bool:
+        return bool(self.dac) if self.dac is not None else self.address >= (1 << 32)
+
+    @property
+    def wide(self) -> bool:
+        """64-bit transfer: REQ64# and ACK64# (never with a master abort)."""
+        ack = self.req64 if self.ack64 is None else self.ack64
+        return bool(self.req64 and ack and self.devsel_name != "none")
+
+    @property
+    def devsel_name(self) -> str:
+        d = str(self.devsel).lower()
+        return DEVSEL_ALIASES.get(d, d)
+
+
+@dataclasses.dataclass
+class RenderedBus:
+    """Per-clock signal levels of one bus plus the truth about them."""
+
+    signals: dict[str, np.ndarray]   # canonical name -> per-clock array (levels; ad/cbe_n vectors)
+    records: np.ndarray              # RECORD_DTYPE
+    words: np.ndarray                # WORD_DTYPE
+    findings: np.ndarray             # FINDING_DTYPE
+    clock_hz: float
+    mode: str = "pci"
+    width: int = 32
+    bus: str = "pci"
+    masters: tuple[str, ...] = ("nic",)
+    gnt_master: int | None = 0
+    with_ad: bool = True
+    start_clock: np.ndarray | None = None   # per transaction: address phase clock
+    end_clock: np.ndarray | None = None     # per transaction: last clock
+
+    @property
+    def clocks(self) -> int:
+        return len(self.signals["frame_n"])
+
+    def times_ps(self) -> np.ndarray:
+        return clock_times(self.clocks, self.clock_hz)
+
+
+def clock_times(n: int, clock_hz: float, start: int = 0) -> np.ndarray:
+    """Time of clock i = round(i * 1e12 / clock_hz) ps (the sample time of its rising edge)."""
+    return np.rint(np.arange(start, start + n, dtype=np.float64) * (1e12 / clock_hz)).astype(np.int64)
+
+
+def _parity(ad: np.ndarray, cbe: np.ndarray, hi: bool) -> np.ndarray:
+    """Even-parity bit over 32 AD lines + 4 C/BE# lines (upper halves when ``hi``)."""
+    if hi:
+        a = (ad >> np.uint64(32)) & np.uint64(0xFFFFFFFF)
+        c = (cbe >> 4) & 0xF
+    else:
+        a = ad & np.uint64(0xFFFFFFFF)
+        c = cbe & 0xF
+    return ((np.bitwise_count(a) + np.bitwise_count(c)) & 1).astype(np.uint8)
+
+
+def _be_array(be, n: int, wide: bool) -> np.ndarray:
+    if be is None:
+        out = np.zeros(n, np.uint8)
+    elif np.isscalar(be):
+        out = np.full(n, int(be) & 0xFF, np.uint8)
+    else:
+        out = np.asarray(be, dtype=np.int64).astype(np.uint8)
+        if len(out) != n:
+            raise PcitraceError(f"{len(out)} byte enables for {n} data phases",
+                                fix="give one C/BE# value per completed data phase")
+    if not wide:
+        out = (out & 0x0F) | 0xF0      # upper C/BE# of a 32-bit transfer stay deasserted
+    return out
+
+
+def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, clock_hz: float = 33e6,
+           bus: str = "pci", masters: Sequence[str] = ("nic",), gnt_master: int | None = 0,
+           with_ad: bool = True, tail: int = 2, total_clocks: int | None = None) -> RenderedBus:
+    """Lay ``specs`` out on one bus, clock by clock.
+
+    ``masters`` names the bus masters (``TxnSpec.master`` indexes it); each gets ``req_n:NAME``
+    and ``gnt_n:NAME`` lines, and ``gnt_master`` (the NIC; None = GNT# not captured) also
+    appears as ``req_n`` / ``gnt_n`` and decides the records' ``gnt`` field. ``with_ad``: the
+    truth is that of a capture without AD, C/BE# and PAR (the signals are rendered anyway).
+    ``tail`` idle clocks end the bus; ``total_clocks`` pads it further to that length.
+    """
+    if mode not in ("pci", "pcix"):
+        raise PcitraceError(f"bus mode {mode!r}", fix="use 'pci' or 'pcix'")
+    if width not in (32, 64):
+        raise PcitraceError(f"bus width {width}", fix="use 32 or 64")
+    if not clock_hz or clock_hz <= 0:
+        raise PcitraceError(f"clock {clock_hz!r} Hz", fix="give a positive bus clock frequency")
+    masters = tuple(masters)
+    if gnt_master is not None and not 0 <= gnt_master < len(masters):
+        raise PcitraceError(f"gnt_master {gnt_master} is not one of the {len(masters)} masters",
+                            fix="index a master in `masters`")
+    pcix = mode == "pcix"
+    table = command_table(mode)
+
+    # Runs: state code, length, transaction (-1 idle), word index (negative = header table),
+    # word step per clock (1 for back-to-back data phases).
+    r_code: list[int] = []
+    r_len: list[int] = []
+    r_txn: list[int] = []
+    r_word: list[int] = []
+    r_step: list[int] = []
+    # Header / pending-slot values: (AD, C/BE#).
+    h_ad: list[int] = [0]
+    h_cbe: list[int] = [0xFF if width == 64 else 0xF]
+    data_ad: list[np.ndarray] = []
+    data_be: list[np.ndarray] = []
+    n_words = 0
+
+    ntx = len(specs)
+    t_start = np.zeros(ntx, np.int64)
+    t_end = np.zeros(ntx, np.int64)
+    t_devclk = np.full(ntx, np.iinfo(np.int64).max, np.int64)
+    t_req64 = np.zeros(ntx, bool)
+    t_ack64 = np.zeros(ntx, bool)
+    t_master = np.zeros(ntx, np.int64)
+    t_phases = np.zeros(ntx, np.int64)
+    rows: list[tuple] = []
+    par_flips: list[tuple[int, int, str]] = []     # (clock whose PAR is inverted, txn, phase name)
+    late: list[tuple[int, int]] = []               # (txn, clocks from address to first data)
+
+    clock = 0
+    last_word = -1          # header index -1 = the idle value
+    for t, s in enumerate(specs):
+        where = f"transaction {t}"
+        cmd = int(s.command) & 0xF
+        if int(s.command) != cmd or cmd == 0xD:
+            raise PcitraceError(f"{where}: command {s.command!r} is not a bus command",
+                                fix="use a C/BE# code 0x0-0xF other than 0xD (DAC is the `dac` flag)")
+        term = s.termination
+        if term not in SPEC_TERMINATIONS:
+            raise PcitraceError(f"{where}: termination {term!r}", fix=f"use one of {', '.join(SPEC_TERMINATIONS)}")
+        dname = s.devsel_name
+        if dname not in DEVSEL_CLOCKS:
+            raise PcitraceError(f"{where}: DEVSEL# speed {s.devsel!r}",
+                                fix=f"use one of {', '.join(DEVSEL_CLOCKS)}")
+        n = DEVSEL_CLOCKS[dname]
+        # Either half names a master abort: nobody claims the transaction.
+        if term == "master_abort":
+            n = None
+        elif n is None and term == "normal":
+            term = "master_abort"
+        if (n is None) != (term == "master_abort"):
+            raise PcitraceError(f"{where}: devsel {dname!r} with termination {term!r}",
+                                fix="a master abort is exactly the transaction no target claims (devsel none)")
+        if term in ("split_response", "disconnect_adb", "single_phase_disconnect") and not pcix:
+            raise PcitraceError(f"{where}: {term} exists only in PCI-X mode", fix="render with mode='pcix'")
+        if s.req64 and width != 64:
+            raise PcitraceError(f"{where}: REQ64# on a 32-bit bus", fix="render with width=64 or drop req64")
+        if not 0 <= s.master < len(masters):
+            raise PcitraceError(f"{where}: master {s.master} is not one of {masters}", fix="index `masters`")
+        data = np.asarray(s.data, dtype=np.uint64).reshape(-1)
+        P = len(data)
+        if term in ("retry", "split_response", "master_abort") and P:
+            raise PcitraceError(f"{where}: a {term} moves no data but {P} words are given",
+                                fix="leave `data` empty")
+        if term in ("normal", "disconnect_with_data", "disconnect_without_data", "disconnect_adb",
+                    "single_phase_disconnect") and P == 0:
+            raise PcitraceError(f"{where}: {term} needs at least one completed data phase",
+                                fix="give `data`, or use retry for a stop before any data")
+        if term == "single_phase_disconnect" and P != 1:
+            raise PcitraceError(f"{where}: a single data phase disconnect moves exactly one word",
+                                fix="give one data word")
+        wide = s.wide
+        if not wide:
+            data = data & np.uint64(0xFFFFFFFF)
+        be = _be_array(s.byte_enables, P, wide)
+
+        stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
+        slots = P + 1 if stop_slot else max(P, 1)
+        iw = _sparse(s.initiator_waits, slots, f"{where} initiator_waits")
+        tw = _sparse(s.target_waits, slots, f"{where} target_waits")
+        if pcix and iw:
+            raise PcitraceError(f"{where}: PCI-X initiators insert no wait states",
+                                fix="drop initiator_waits in PCI-X mode")
+        q = 0
+        if term == "disconnect_adb":
+            q = max(1, min(int(s.stop_phases), P))
+            for k in range(P - q + 1, P):   # STOP# stays asserted: no wait clocks between them
+                iw.pop(k, None)
+                tw.pop(k, None)
+        if term in ("normal", "split_response", "disconnect_adb"):
+            master_done = True
+        else:
+            master_done = bool(s.master_done)
+
+        # -- idle and header ------------------------------------------------------------
+        idle = max(int(s.idle_before), 0)
+        if t == 0:
+            idle = max(idle, 2)       # a clock before the first address phase, in every capture mode
+        if idle:
+            r_code.append(IDLE); r_len.append(idle); r_txn.append(-1); r_word.append(last_word); r_step.append(0)
+        A = clock + idle
+        addr = int(s.address) & 0xFFFFFFFFFFFFFFFF
+        dac = s.is_dac
+        hi_cbe = 0xF0
+        if dac:
+            first_ad = addr & 0xFFFFFFFF
+            if width == 64 and s.req64:   # 64-bit master: whole address and command at once
+                first_ad = addr
+                hi_cbe = cmd << 4
+            h_ad.append(first_ad); h_cbe.append(hi_cbe | 0xD)
+            h_ad.append(addr >> 32); h_cbe.append(0xF0 | cmd)
+        else:
+            if addr >> 32:
+                raise PcitraceError(f"{where}: address 0x{addr:x} needs a dual address cycle",
+                                    fix="leave `dac` unset or True for addresses above 4 GiB")
+            h_ad.append(addr); h_cbe.append(0xF0 | cmd)
+        nhdr = 2 if dac else 1
+        if pcix:
+            dword = cmd in PCIX_DWORD_COMMANDS
+            if dword:
+                attr_be = int(be[0]) & 0xF if P else (int(s.byte_enables) & 0xF
+                                                      if np.isscalar(s.byte_enables) else 0)
+                bc_low, attr_cbe = 0, attr_be
+                byte_count = 4 - bin(attr_be).count("1")
+            else:
+                bc = s.byte_count
+                if bc is None:
+                    bc = max(1, min(4096, P * (8 if wide else 4)))
+                bc = int(bc)
+                if not 1 <= bc <= 4096:
+                    raise PcitraceError(f"{where}: PCI-X byte count {bc}", fix="use 1..4096")
+                bc_low, attr_cbe, byte_count = bc & 0xFF, (bc >> 8) & 0xF, bc
+            req = int(s.requester) & 0xFFFF
+            attr = (bc_low | (req & 0xFF) << 8 | ((req >> 8) & 0xFF) << 16 | (int(s.tag) & 0x1F) << 24
+                    | int(bool(s.no_snoop)) << 29 | int(bool(s.relaxed_ordering)) << 30)
+            if dword:
+                attr &= ~0xFF
+            h_ad.append(attr); h_cbe.append(0xF0 | attr_cbe)
+            nhdr += 1
+        hbase = len(h_ad) - nhdr
+        # Header entries are stored at increasing header indices, i.e. decreasing negative words.
+        r_code.append(HEAD); r_len.append(nhdr); r_txn.append(t); r_word.append(-(hbase + 1)); r_step.append(-1)
+        H = A + nhdr - 1
+        cur = H + 1
+
+        # -- slots ------------------------------------------------------------------------
+        read = is_read(cmd, mode)
+        if n is None:
+            min_first = None
+        elif term in ("target_abort", "split_response") and P == 0:
+            min_first = H + n + 1            # DEVSEL# must have been seen before it is released
+        elif stop_slot and P == 0:
+            min_first = H + n
+        else:
+            min_first = H + max(n, 2 if read else 1)
+        pending = len(h_ad)                  # header entry for the value seen in a stop slot
+        h_ad.append(int(data[-1]) if P else (addr & 0xFFFFFFFF))
+        h_cbe.append(int(be[-1]) if P else 0xF0)
+        dbase = n_words
+        tot_iw = tot_tw = 0
+        first_data = None
+        if n is None:
+            # Master abort: IRDY# asserted after the initiator waits; FRAME# released on
+            # clock H+5 (or with IRDY# if the master wanted one phase), IRDY# one clock later.
+            w0 = iw.get(0, 0)
+            if w0:
+                r_code.append(HEAD); r_len.append(w0); r_txn.append(t); r_word.append(-(pending + 1)); r_step.append(0)
+            end = max(H + MASTER_ABORT_CLOCKS, cur + w0)
+            nt = end - (cur + w0) + 1
+            if master_done:
+                r_code.append(TWAIT_L); r_len.append(nt)
+            else:
+                if nt > 1:
+                    r_code.append(TWAIT); r_len.append(nt - 1); r_txn.append(t); r_word.append(-(pending + 1)); r_step.append(0)
+                r_code.append(TWAIT_L); r_len.append(1)
+            r_txn.append(t); r_word.append(-(pending + 1)); r_step.append(0)
+            tot_iw, tot_tw = w0, nt
+            cur = end + 1
+        else:
+            final = slots - 1
+            k = 0
+            while k < slots:
+                last = k == final
+                w_i = iw.get(k, 0)
+                w_t = tw.get(k, 0)
+                if k == 0:
+                    w_t = max(w_t, min_first - (cur + w_i))
+                # A stretch of wait-free data phases is one run.
+                if not w_i and not w_t and k < P and not last and not (term == "disconnect_adb" and k >= P - q):
+                    j = k + 1
+                    while j < P and j < final and j not in iw and j not in tw and not (term == "disconnect_adb" and j >= P - q):
+                        j += 1
+                    r_code.append(DATA); r_len.append(j - k); r_txn.append(t); r_word.append(n_words); r_step.append(1)
+                    if first_data is None:
+                        first_data = cur
+                    cur += j - k
+                    n_words += j - k
+                    k = j
+                    continue
+                word = n_words if k < P else -(pending + 1)
+                if w_i:
+                    r_code.append(HEAD); r_len.append(w_i); r_txn.append(t); r_word.append(word); r_step.append(0)
+                if w_t:
+                    r_code.append(TWAIT_L if (last and master_done) else TWAIT); r_len.append(w_t)
+                    r_txn.append(t); r_word.append(word); r_step.append(0)
+                cur += w_i + w_t
+                tot_iw += w_i
+                tot_tw += w_t
+                extra = None
+                if k < P:
+                    if first_data is None:
+                        first_data = cur
+                    if term == "disconnect_adb" and k >= P - q:
+                        code = DSTOP_L if last else DSTOP
+                    elif last and term in ("disconnect_with_data", "single_phase_disconnect"):
+                        code = DSTOP_L if master_done else DSTOP
+                        if not master_done:
+                            extra = STOP_L
+                    elif last:
+                        code = DATA_L
+                    else:
+                        code = DATA
+                    n_words += 1
+                elif term == "target_abort":
+                    code = ABORT_L if master_done else ABORT
+                    extra = None if master_done else ABORT_L
+                elif term == "split_response":
+                    code = SPLIT_L
+                else:   # retry / disconnect without data
+                    code = STOP_L if master_done else STOP
+                    extra = None if master_done else STOP_L
+                r_code.append(code); r_len.append(1); r_txn.append(t); r_word.append(word); r_step.append(0)
+                cur += 1
+                if extra is not None:
+                    r_code.append(extra); r_len.append(1); r_txn.append(t); r_word.append(-(pending + 1)); r_step.append(0)
+                    cur += 1
+                k += 1
+            end = cur - 1
+            t_devclk[t] = H + n
+        if P:
+            data_ad.append(data)
+            data_be.append(be)
+        clock = end + 1
+        last_word = r_word[-1] + (r_len[-1] - 1) * r_step[-1]
+        t_start[t], t_end[t] = A, end
+        t_req64[t] = bool(s.req64)
+        t_ack64[t] = bool(s.req64 if s.ack64 is None else s.ack64) and n is not None
+        t_master[t] = s.master
+        t_phases[t] = P
+
+        # -- truth record (from the spec) --------------------------------------------------
+        dv = n
+        r_iw = tot_iw
+        if not with_ad and dac:
+            # Without C/BE# the second address phase looks like an initiator wait clock
+            # (PCI-X: it is taken for the attribute phase and the real one for the wait).
+            r_iw += 1
+            dv = None if n is None else n - 1
+        devsel_rec = "none" if dv is None else ("fast", "medium", "slow", "subtractive")[min(dv, 4) - 1]
+        rt = _RECORD_TERMINATION.get(term, term)
+        if rt in ("retry", "disconnect_without_data"):
+            rt = "retry" if P == 0 else "disconnect_without_data"
+        gnt = -1 if gnt_master is None else int(s.master == gnt_master)
+        if pcix and with_ad:
+            px = (int(s.tag) & 0x1F, int(s.requester) & 0xFFFF, byte_count, bool(s.relaxed_ordering),
+                  bool(s.no_snoop))
+        else:
+            px = (-1, -1, -1, False, False)
+        if with_ad:
+            rows.append((end - A + 1, table[cmd][0], dac, addr, P, devsel_rec, rt, r_iw, tot_tw,
+                         s.parity_error is not None, 64 if wide else 32, gnt) + px + (dbase,))
+        else:
+            rows.append((end - A + 1, "unknown", False, 0, P, devsel_rec, rt, r_iw, tot_tw,
+                         False, 64 if wide else 32, gnt) + px + (0,))
+        if first_data is not None and first_data - A > MAX_INITIAL_LATENCY:
+            late.append((t, first_data - A))
+        if s.parity_error is not None:
+            pe = int(s.parity_error)
+            if pe < 0:
+                par_flips.append((A + 1, t, "address phase"))
+            elif pe < P:
+                par_flips.append((-1 - (dbase + pe), t, f"data phase {pe}"))
+            else:
+                raise PcitraceError(f"{where}: parity error in data phase {pe} of {P}",
+                                    fix="name an existing data phase or -1 for the address phase")
+
+    total = clock + max(int(tail), 1)
+    if total_clocks is not None:
+        if total_clocks < total:
+            raise PcitraceError(f"the activity needs {total} clocks but total_clocks is {total_clocks}",
+                                fix="raise total_clocks or give fewer transactions")
+        total = int(total_clocks)
+    r_code.append(IDLE); r_len.append(total - clock); r_txn.append(-1); r_word.append(last_word); r_step.append(0)
+
+    # -- per-clock arrays ----------------------------------------------------------------------
+    lens = np.asarray(r_len, np.int64)
+    codes_r = np.asarray(r_code, np.uint8)
+    run_of = np.repeat(np.arange(len(lens)), lens)
+    run_start = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    code = codes_r[run_of]
+    txn = np.asarray(r_txn, np.int64)[run_of]
+    word = (np.asarray(r_word, np.int64)[run_of]
+            + (np.arange(total, dtype=np.int64) - run_start[run_of]) * np.asarray(r_step, np.int64)[run_of])
+
+    all_ad = np.concatenate(data_ad) if data_ad else np.zeros(0, np.uint64)
+    all_be = np.concatenate(data_be) if data_be else np.zeros(0, np.uint8)
+    nd = len(all_ad)
+    val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
+    val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
+    widx = np.where(word < 0, nd + (-word - 1), word)
+    ad = val_ad[widx]
+    cbe = val_be[widx]
+    if width == 32:
+        ad &= np.uint64(0xFFFFFFFF)
+        cbe &= 0xF
+
+    clk_idx = np.arange(total, dtype=np.int64)
+    busy = txn >= 0
+    tsafe = np.where(busy, txn, 0)
+    dev = busy & (clk_idx >= (t_devclk[tsafe] if ntx else 0)) & ~_NODEV[code]
+    sig: dict[str, np.ndarray] = {
+        "frame_n": _F[code], "irdy_n": _I[code], "trdy_n": _T[code], "stop_n": _S[code],
+        "devsel_n": (~dev).astype(np.uint8),
+        "ad": ad, "cbe_n": cbe,
+    }
+    par = np.zeros(total, np.uint8)
+    par[1:] = _parity(ad[:-1], cbe[:-1], False)
+    sig["par"] = par
+    if width == 64:
+        par64 = np.zeros(total, np.uint8)
+        par64[1:] = _parity(ad[:-1], cbe[:-1], True)
+        sig["par64"] = par64
+        sig["req64_n"] = (~((sig["frame_n"] == 0) & busy & t_req64[tsafe])).astype(np.uint8) \
+            if ntx else np.ones(total, np.uint8)
+        sig["ack64_n"] = (~(dev & t_ack64[tsafe])).astype(np.uint8) if ntx else np.ones(total, np.uint8)
+
+    # Arbitration: master j's GNT# runs from the clock after the previous address phase to its
+    # own address phase (hidden arbitration), then parks; REQ# leads GNT# by one clock.
+    owner = np.zeros(total, np.int64)
+    if ntx:
+        bounds = np.concatenate(([0], t_start + 1))
+        seg = np.diff(bounds)
+        owner[:t_start[-1] + 1] = np.repeat(t_master, seg)
+        owner[t_start[-1] + 1:] = t_master[-1]
+    reqo = np.full(total, -1, np.int64)
+    if ntx:
+        reqo[:t_start[-1]] = owner[1:t_start[-1] + 1]
+    for m, name in enumerate(masters):
+        g = (owner != m).astype(np.uint8) if ntx else np.ones(total, np.uint8)
+        rq = (reqo != m).astype(np.uint8)
+        sig[f"gnt_n:{name}"] = g
+        sig[f"req_n:{name}"] = rq
+        if m == gnt_master:
+            sig["gnt_n"], sig["req_n"] = g, rq
+
+    # -- truth: times, words, bytes, findings -------------------------------------------------
+    times = clock_times(total, clock_hz)
+    rec = np.zeros(ntx, RECORD_DTYPE)
+    rec["bus"] = bus
+    if ntx:
+        for name, col in zip(_ROW_FIELDS, zip(*rows)):
+            rec[name] = col
+    rec["start_ps"] = times[t_start]
+    rec["end_ps"] = times[t_end]
+    data_clocks = np.flatnonzero(_IS_DATA[code])
+    if len(data_clocks) != nd:   # internal consistency of the run builder
+        raise AssertionError(f"{len(data_clocks)} data clocks for {nd} words")
+    rec_of_word = np.repeat(np.arange(ntx), t_phases)
+    wide_w = rec["width"][rec_of_word] == 64
+    lo_be = all_be & 0xF
+    nbytes = np.where(wide_w, 8 - np.bitwise_count(all_be), 4 - np.bitwise_count(lo_be)).astype(np.int64)
+    if with_ad:
+        rec["bytes"] = np.bincount(rec_of_word, weights=nbytes, minlength=ntx).astype(np.int64)
+        words = np.zeros(nd, WORD_DTYPE)
+        words["record"] = rec_of_word
+        words["time_ps"] = times[data_clocks]
+        words["value"] = all_ad
+        words["byte_enables"] = np.where(wide_w, all_be, lo_be)
+    else:
+        rec["bytes"] = t_phases * (rec["width"] // 8)
+        words = np.zeros(0, WORD_DTYPE)
+
+    flist = []
+    for t, lat in late:
+        flist.append((int(rec["start_ps"][t]), bus, "initial_latency",
+                      f"{lat} clocks from the address phase to the first data phase"))
+    for c, t, what in par_flips:
+        if c < 0:
+            c = int(data_clocks[-1 - c]) + 1
+        if c >= total:
+            raise AssertionError("parity clock past the end")
+        par[c] ^= 1
+        if with_ad:
+            flist.append((int(times[c]), bus, "parity_error", f"PAR wrong after the {what}"))
+    findings = np.array(sorted(flist), dtype=FINDING_DTYPE) if flist else np.zeros(0, FINDING_DTYPE)
+    return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,
+                       with_ad, t_start, t_end)
+
+
+# -- captures ------------------------------------------------------------------------------------
+
+# Canonical signal -> capture channel base name (the names detect_profile recognises).
+CHANNEL_NAMES = {
+    "clk": "CLK", "frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#",
+    "devsel_n": "DEVSEL#", "ad": "AD", "cbe_n": "C/BE#", "par": "PAR", "par64": "PAR64",
+    "req64_n": "REQ64#", "ack64_n": "ACK64#", "req_n": "REQ#", "gnt_n": "GNT#",
+}
+_AD_SIGNALS = ("ad", "cbe_n", "par", "par64")
+
+
+@dataclasses.dataclass
+class CaptureTruth:
+    """A capture of rendered buses, its profile and the truth re-timed to the capture's samples."""
+
+    capture: object        # pcitrace.capture.model.Capture
+    profile: object        # pcitrace.capture.profile.Profile
+    records: np.ndarray
+    words: np.ndarray
+    findings: np.ndarray
+
+
+def _bus_channels(rb: RenderedBus, prefix: str, with_ad: bool, bits: bool):
+    """(channel arrays, widths, profile signal mapping) of one bus, per clock."""
+    arrays: dict[str, np.ndarray] = {}
+    widths: dict[str, int] = {}
+    signals: dict[str, str | list[str]] = {}
+    for canon, arr in rb.signals.items():
+        if canon in _AD_SIGNALS and not with_ad:
+            continue
+        if ":" in canon:       # per-master REQ#/GNT# lines of the other masters
+            base, master = canon.split(":", 1)
+            if rb.gnt_master is not None and master == rb.masters[rb.gnt_master]:
+                continue
+            name = f"{prefix}{master}_{CHANNEL_NAMES[base]}"
+            arrays[name] = arr
+            continue
+        name = prefix + CHANNEL_NAMES[canon]
+        if canon in ("ad", "cbe_n"):
+            w = rb.width if canon == "ad" else rb.width // 8
+            if bits:
+                names = [f"{name}{i}" for i in range(w)]
+                for i, nm in enumerate(names):
+                    arrays[nm] = ((arr >> np.asarray(i, arr.dtype)) & 1).astype(np.uint8)
+                signals[canon] = names
+                continue
+            widths[name] = w
+            arrays[name] = arr.astype(np.uint64)
+        else:
+            arrays[name] = arr
+        signals[canon] = name
+    return arrays, widths, signals
+
+
+def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock: int | None = None,
+               samplerate_hz: float | None = None, with_ad: bool | None = None,
+               prefix: bool | None = None, bits: bool = False, bars: Sequence[tuple[int, int]] = ()
+               ) -> CaptureTruth:
+    """A Capture (plus its Profile and re-timed truth) of one or more rendered buses.
+
+    State mode (default): one sample per clock; every bus must share one clock frequency.
+    Timing mode (``samples_per_clock`` or ``samplerate_hz``): a ``CLK`` channel per bus, rising
+    edge at the sample where clock i starts, the other signals changing a quarter period after
+    each rising edge (docs/records.md), so the edge sample shows the clock's values.
+    ``with_ad`` False leaves AD, C/BE#, PAR, PAR64 out (default: as each bus was rendered).
+    ``prefix``: channel names ``BUS.FRAME#`` (default when there is more than one bus).
+    ``bits``: AD / C/BE# as one channel per line (``AD0``..) instead of vector channels.
+    """
+    from pcitrace.capture.model import Capture, TimeBase
+    from pcitrace.capture.profile import BusProfile, NicIdentity, Profile
+
+    if isinstance(buses, RenderedBus):
+        buses = [buses]
+    buses = list(buses)
+    if not buses:
+        raise PcitraceError("no buses to capture", fix="render at least one bus")
+    names = [b.bus for b in buses]
+    if len(set(names)) != len(names):
+        raise PcitraceError(f"bus names {names} repeat", fix="give every rendered bus its own `bus` name")
+    if prefix is None:
+        prefix = len(buses) > 1
+    timing = samples_per_clock is not None or samplerate_hz is not None
+    if timing and samplerate_hz is None:
+        fmax = max(b.clock_hz for b in buses)
+        samplerate_hz = fmax * int(samples_per_clock)
+    if timing:
+        slowest = min(samplerate_hz / b.clock_hz for b in buses)
+        if slowest < 4:
+            raise PcitraceError(f"{samplerate_hz / 1e6:g} MHz sampling gives {slowest:.2f} samples per "
+                                "bus clock", fix="sample at least 4 times per clock (quarter-period edges)")
+    elif len({b.clock_hz for b in buses}) > 1:
+        raise PcitraceError("a state-mode capture has one clock; these buses run at "
+                            f"{sorted({b.clock_hz for b in buses})} Hz",
+                            fix="capture them in timing mode (samples_per_clock=...)")
+
+    arrays: dict[str, np.ndarray] = {}
+    widths: dict[str, int] = {}
+    bus_profiles = []
+    recs, words, finds = [], [], []
+    n_samples = max(int(np.ceil(b.clocks * samplerate_hz / b.clock_hz)) for b in buses) if timing \
+        else max(b.clocks for b in buses)
+    for b in buses:
+        pre = f"{b.bus}." if prefix else ""
+        wad = b.with_ad if with_ad is None else with_ad
+        if wad and not b.with_ad:
+            raise PcitraceError(f"bus {b.bus} was rendered with the truth of a capture without AD",
+                                fix="render it with with_ad=True to capture AD")
+        arr, wid, sigs = _bus_channels(b, pre, wad, bits)
+        old_t = b.times_ps()
+        if timing:
+            ratio = b.clock_hz / samplerate_hz
+            x = np.arange(n_samples, dtype=np.float64) * ratio
+            clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, b.clocks - 1)
+            arr = {k: v[clk_of] for k, v in arr.items()}
+            arr[pre + "CLK"] = ((x - np.floor(x)) < 0.5).astype(np.uint8)
+            sigs["clk"] = pre + "CLK"
+            edge = np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
+            new_t = np.rint(edge * (1e12 / samplerate_hz)).astype(np.int64)
+        else:
+            arr = {k: (np.concatenate((v, np.full(n_samples - len(v), v[-1], v.dtype)))
+                       if len(v) < n_samples else v) for k, v in arr.items()}
+            new_t = old_t
+        arrays.update(arr)
+        widths.update(wid)
+        nic = NicIdentity(gnt="gnt_n" if "gnt_n" in sigs else None,
+                          req="req_n" if "req_n" in sigs else None, bars=list(bars))
+        bus_profiles.append(BusProfile(b.bus, b.mode, sigs, set(), b.width, b.clock_hz, nic))
+        r = b.records.copy()
+        w = b.words.copy()
+        f = b.findings.copy()
+        r["start_ps"] = new_t[np.searchsorted(old_t, r["start_ps"])]
+        r["end_ps"] = new_t[np.searchsorted(old_t, r["end_ps"])]
+        w["time_ps"] = new_t[np.searchsorted(old_t, w["time_ps"])]
+        f["time_ps"] = new_t[np.clip(np.searchsorted(old_t, f["time_ps"]), 0, len(new_t) - 1)]
+        if not wad:
+            r["command"] = "unknown"
+            r["address"] = 0
+            r["dac"] = False
+            r["parity_error"] = False
+            r["bytes"] = r["data_phases"] * (r["width"] // 8)
+            r["data_index"] = 0
+            w = w[:0]
+            f = f[f["kind"] != "parity_error"]
+            if b.with_ad and np.any(b.records["dac"]):
+                raise PcitraceError(f"bus {b.bus}: the truth of DAC transactions without AD differs",
+                                    fix="render the bus with with_ad=False")
+        recs.append(r)
+        words.append(w)
+        finds.append(f)
+    records, words_all, findings = merge_truth(recs, words, finds)
+    if timing:
+        tb = TimeBase.timing(samplerate_hz)
+    else:
+        tb = TimeBase.state(buses[0].clock_hz)
+    cap = Capture.from_arrays(arrays, tb, widths, metadata={"generator": "pcitrace.sim"})
+    return CaptureTruth(cap, Profile(bus_profiles, source="memory"), records, words_all, findings)
+
+
+def merge_truth(records: Sequence[np.ndarray], words: Sequence[np.ndarray],
+                findings: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Records of several buses in one array sorted by start_ps, words re-indexed to match."""
+    offs = np.cumsum([0] + [len(r) for r in records])
+    woffs = np.cumsum([0] + [len(w) for w in words])
+    rec = np.concatenate(records) if records else np.zeros(0, RECORD_DTYPE)
+    has_words = np.concatenate([np.full(len(r), len(w) > 0, bool) for r, w in zip(records, words)]) \
+        if records else np.zeros(0, bool)
+    wds = np.concatenate([w.copy() for w in words]) if words else np.zeros(0, WORD_DTYPE)
+    for i, w in enumerate(words):
+        wds["record"][woffs[i]:woffs[i + 1]] += offs[i]
+    order = np.argsort(rec["start_ps"], kind="stable")
+    rec = rec[order]
+    has_words = has_words[order]
+    new_index = np.empty(len(order), np.int64)
+    new_index[order] = np.arange(len(order))
+    if len(wds):
+        wds["record"] = new_index[wds["record"]]
+        wds = wds[np.argsort(wds["record"], kind="stable")]
+    # data_index = the first word of each record (or where it would be, with no words)
+    rec["data_index"] = np.searchsorted(wds["record"], np.arange(len(rec))) if len(wds) else 0
+    rec["data_index"][~has_words] = 0 if not len(wds) else rec["data_index"][~has_words]
+    f = np.concatenate(findings) if len(findings) else np.zeros(0, FINDING_DTYPE)
+    f = f[np.argsort(f["time_ps"], kind="stable")]
+    return rec, wds, f
