@@ -1,0 +1,290 @@
+"""The fast engine against hand-worked bus sequences (docs/records.md applied by hand) and,
+on random bus-like activity, against the literal per-clock oracle, whole and in chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pcitrace.decode.engine import decode_clocks
+from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE, diff_records
+from pcitrace.errors import PcitraceError
+
+from .helpers import clocks, even_par, random_bus
+from .oracle import oracle_decode
+
+P = 30000  # ps per clock in the hand-written sequences
+
+
+def dec(spec, ad=None, cbe=None, extra="", **kw):
+    sig, t = clocks(spec, ad, cbe, extra=extra, period_ps=P)
+    for k in ("par", "par64"):
+        if k in kw:
+            sig[k] = np.asarray(kw.pop(k), np.uint8)
+    rec, words, findings, _ = decode_clocks(sig, t, **kw)
+    return rec, words, findings
+
+
+def kinds(findings):
+    return sorted(findings["kind"].tolist())
+
+
+def test_single_read_medium_wait():
+    rec, words, f = dec(["", "F", "ID", "ITD", ""], cbe=[0xF, 0xA, 0x0, 0x0, 0xF], ad=[0, 0x10, 0, 0x1234, 0])
+    assert len(rec) == 1
+    r = rec[0]
+    assert (r["start_ps"], r["end_ps"], r["clocks"]) == (P, 3 * P, 3)
+    assert r["command"] == "config_read" and r["address"] == 0x10 and not r["dac"]
+    assert (r["data_phases"], r["bytes"], r["target_waits"], r["initiator_waits"]) == (1, 4, 1, 0)
+    assert r["devsel"] == "fast" and r["termination"] == "normal"
+    assert r["width"] == 32 and r["gnt"] == -1 and r["tag"] == -1 and r["byte_count"] == -1
+    assert words.tolist() == [(0, 3 * P, 0x1234, 0)]
+    assert len(f) == 0
+
+
+def test_burst_with_initiator_wait_and_byte_enables():
+    rec, words, _ = dec(["", "F", "FITD", "FTD", "FITD", "ITD", ""], cbe=[0, 7, 0x0, 0x3, 0x3, 0xE, 0])
+    r = rec[0]
+    assert (r["data_phases"], r["initiator_waits"], r["target_waits"]) == (3, 1, 0)
+    assert r["bytes"] == 4 + 2 + 1
+    assert r["command"] == "mem_write"
+    assert words["byte_enables"].tolist() == [0x0, 0x3, 0xE]
+    assert words["time_ps"].tolist() == [2 * P, 4 * P, 5 * P]
+
+
+@pytest.mark.parametrize("spec,term,devsel", [
+    (["", "F", "FID", "FIDS", "IDS", ""], "retry", "fast"),
+    (["", "F", "FITD", "FITDS", "IDS", ""], "disconnect_with_data", "fast"),
+    (["", "F", "FITD", "FIDS", "IDS", ""], "disconnect_without_data", "fast"),
+    (["", "F", "FI", "FID", "FIS", "IS", ""], "target_abort", "medium"),
+    (["", "F", "FI", "FI", "FI", "FI", "I", ""], "master_abort", "none"),
+    (["", "F", "FI", "FI", "FID", "FITD", "ITD", ""], "normal", "slow"),
+    (["", "F", "FI", "FI", "FI", "FID", "ITD", ""], "normal", "subtractive"),
+    (["", "F", "FITD"], "truncated", "fast"),
+])
+def test_terminations_and_devsel(spec, term, devsel):
+    rec, _, f = dec(spec)
+    assert len(rec) == 1
+    assert rec[0]["termination"] == term
+    assert rec[0]["devsel"] == devsel
+    assert rec[0]["command"] == "unknown" and rec[0]["address"] == 0
+    if term == "truncated":
+        assert rec[0]["end_ps"] == (len(spec) - 1) * P
+    # a well-behaved bus raises no findings
+    assert len(f) == 0
+
+
+def test_retry_counts_wait_and_termination_clocks():
+    r = dec(["", "F", "FID", "FIDS", "IDS", ""])[0][0]
+    assert (r["data_phases"], r["target_waits"], r["initiator_waits"], r["clocks"]) == (0, 1, 0, 4)
+
+
+def test_dual_address_cycle():
+    rec, _, _ = dec(["", "F", "F", "FITD", "ITD", ""], ad=[0, 0x89ABCDEF, 0x1, 5, 6, 0],
+                    cbe=[0, 0xD, 0x7, 0, 0, 0])
+    r = rec[0]
+    assert r["dac"] and r["command"] == "mem_write" and r["address"] == 0x1_89ABCDEF
+    assert r["devsel"] == "fast" and r["data_phases"] == 2
+
+
+def test_pcix_burst_attributes():
+    attr = (1 << 30) | (5 << 24) | (3 << 16) | (2 << 11) | (1 << 8) | 0x80
+    rec, _, _ = dec(["", "F", "F", "FID", "FITD", "ITD", ""], ad=[0, 0x1000, attr, 0, 1, 2, 0],
+                    cbe=[0, 0xE, 0x0, 0, 0, 0, 0], mode="pcix", width=64)
+    r = rec[0]
+    assert r["command"] == "mem_read_block" and r["devsel"] == "fast"
+    assert (r["tag"], r["requester"], r["byte_count"]) == (5, (3 << 8) | (2 << 3) | 1, 0x80)
+    assert r["relaxed_ordering"] and not r["no_snoop"]
+    assert r["target_waits"] == 1 and r["data_phases"] == 2 and r["width"] == 64 and r["bytes"] == 16
+
+
+def test_pcix_byte_count_zero_means_4096_and_dword_counts_enables():
+    rec, _, _ = dec(["", "F", "F", "FITD", "ITD", ""], ad=[0, 0, 0, 0, 0, 0], cbe=[0, 0xF, 0x0, 0, 0, 0],
+                    mode="pcix")
+    assert rec[0]["byte_count"] == 4096
+    rec, _, _ = dec(["", "F", "F", "ITD", ""], ad=[0, 0, 0, 0, 0], cbe=[0, 0x6, 0x3, 0, 0], mode="pcix")
+    assert rec[0]["command"] == "mem_read_dword" and rec[0]["byte_count"] == 2
+
+
+def test_pcix_split_response():
+    rec, _, _ = dec(["", "F", "F", "FID", "IST", ""], mode="pcix")
+    assert rec[0]["termination"] == "split_response"
+
+
+def test_64_bit_transfer():
+    ad = [0, 0x100, 0xAAAABBBB_CCCCDDDD, 0x11112222_33334444, 0]
+    rec, words, _ = dec(["", "FR", "FIRTDA", "IRTDA", ""], ad=ad, cbe=[0, 0x7, 0, 0, 0], extra="RA")
+    assert rec[0]["width"] == 64 and rec[0]["bytes"] == 16
+    assert words["value"].tolist() == [0xAAAABBBB_CCCCDDDD, 0x11112222_33334444]
+    # without ACK64# the same transfer is 32-bit
+    rec, words, _ = dec(["", "FR", "FIRTD", "IRTD", ""], ad=ad, cbe=[0, 0x7, 0, 0, 0], extra="RA")
+    assert rec[0]["width"] == 32 and rec[0]["bytes"] == 8
+    assert words["value"].tolist() == [0xCCCCDDDD, 0x33334444]
+
+
+def test_width_from_profile_without_req64_ack64():
+    rec, _, _ = dec(["", "F", "ITD", ""], width=64)
+    assert rec[0]["width"] == 64 and rec[0]["bytes"] == 8
+
+
+def test_parity_error_on_a_data_phase():
+    ad = [0, 0x100, 0xF0F0F0F1, 0x3, 0]
+    cbe = [0xF, 0x7, 0x0, 0x0, 0xF]
+    par = even_par(ad, cbe)
+    rec, _, f = dec(["", "F", "FITD", "ITD", ""], ad=ad, cbe=cbe, par=par)
+    assert not rec[0]["parity_error"] and len(f) == 0
+    par = par.copy()
+    par[3] ^= 1          # PAR for the data phase on clock 2
+    rec, _, f = dec(["", "F", "FITD", "ITD", ""], ad=ad, cbe=cbe, par=par)
+    assert rec[0]["parity_error"]
+    assert kinds(f) == ["parity_error"] and f[0]["time_ps"] == 2 * P and "data phase 1" in f[0]["message"]
+    par2 = even_par(ad, cbe)
+    par2[2] ^= 1         # PAR for the address phase
+    rec, _, f = dec(["", "F", "FITD", "ITD", ""], ad=ad, cbe=cbe, par=par2)
+    assert rec[0]["parity_error"] and "address phase" in f[0]["message"]
+
+
+def test_par64_checked_only_on_64_bit_phases():
+    ad = [0, 0x100, 0xAAAABBBB_CCCCDDDD, 0x11112222_33334444, 0]
+    cbe = [0xFF, 0x7, 0x0, 0x0, 0xFF]
+    par = even_par(ad, cbe)
+    par64 = even_par(ad, cbe, hi=True) ^ np.array([0, 0, 0, 1, 0], np.uint8)
+    spec64 = ["", "FR", "FIRTDA", "IRTDA", ""]
+    rec, _, f = dec(spec64, ad=ad, cbe=cbe, extra="RA", par=par, par64=par64)
+    assert rec[0]["parity_error"] and "PAR64" in f[0]["message"]
+    rec, _, f = dec(["", "F", "FITD", "ITD", ""], ad=ad, cbe=cbe, extra="RA", par=par, par64=par64)
+    assert not rec[0]["parity_error"] and len(f) == 0
+
+
+def test_fast_back_to_back_and_first_clock_address():
+    rec, _, _ = dec(["F", "ITD", "F", "ITD", ""])
+    assert rec["start_ps"].tolist() == [0, 2 * P]
+    assert rec["termination"].tolist() == ["normal", "normal"]
+
+
+def test_capture_starting_mid_transaction_ignores_it():
+    rec, _, f = dec(["FITD", "ITD", "", "F", "ITD", ""])
+    assert rec["start_ps"].tolist() == [3 * P]
+    assert len(f) == 0
+    # clock 0 with FRAME# and IRDY# both asserted is not an address phase
+    rec, _, _ = dec(["FI", "ITD", ""])
+    assert len(rec) == 0
+
+
+def test_irdy_without_transaction_once_per_run():
+    rec, _, f = dec(["", "I", "I", "", "I", "F", "ITD", ""])
+    assert kinds(f) == ["irdy_without_transaction"] * 2
+    assert f["time_ps"].tolist() == [P, 4 * P]
+    assert len(rec) == 1 and rec[0]["start_ps"] == 5 * P
+
+
+def test_frame_reasserted_while_final_phase_pending():
+    rec, _, f = dec(["", "F", "FID", "ID", "F", "ITD", ""])
+    assert len(rec) == 2
+    assert kinds(f) == ["frame_reasserted"] and f[0]["time_ps"] == 4 * P
+
+
+def test_gnt_on_clock_before_address():
+    rec, _, _ = dec(["G", "FG", "ITD", "", "F", "ITD", ""], extra="G")
+    assert rec["gnt"].tolist() == [1, 0]
+    rec, _, _ = dec(["FG", "ITD", ""], extra="G")
+    assert rec["gnt"].tolist() == [0]
+
+
+def test_initial_latency_finding():
+    spec = ["", "F"] + ["FID"] * 16 + ["FITD", "ITD", ""]
+    rec, _, f = dec(spec)
+    assert kinds(f) == ["initial_latency"]
+    rec, _, f = dec(["", "F"] + ["FID"] * 15 + ["FITD", "ITD", ""])
+    assert len(f) == 0
+
+
+def test_devsel_and_stop_findings():
+    _, _, f = dec(["", "F", "FIT", "FITD", "ITD", ""])
+    assert kinds(f) == ["trdy_without_devsel"]
+    _, _, f = dec(["", "F", "FIS", "IS", ""])
+    assert kinds(f) == ["stop_without_devsel"]
+    # a target abort's STOP# without DEVSEL# is the abort, not a finding
+    _, _, f = dec(["", "F", "FID", "FIS", "IS", ""])
+    assert len(f) == 0
+
+
+def test_byte_enables_changed_during_target_wait():
+    _, _, f = dec(["", "F", "FID", "FID", "FITD", "ITD", ""], cbe=[0, 6, 0x0, 0x3, 0x3, 0x0, 0])
+    assert kinds(f) == ["byte_enables_changed_in_wait"] and f[0]["time_ps"] == 3 * P
+
+
+def test_control_only_bytes_from_width():
+    rec, words, _ = dec(["", "F", "FITD", "FITD", "ITD", ""], width=32)
+    assert rec[0]["bytes"] == 12 and rec[0]["command"] == "unknown"
+    assert words["value"].tolist() == [0, 0, 0]
+
+
+def test_missing_control_signal_is_a_user_error():
+    sig, t = clocks(["", "F", "ITD", ""])
+    del sig["devsel_n"]
+    with pytest.raises(PcitraceError, match="devsel_n"):
+        decode_clocks(sig, t)
+
+
+def test_empty_input():
+    sig, t = clocks([])
+    rec, words, f, carry = decode_clocks(sig, t)
+    assert rec.dtype == RECORD_DTYPE and words.dtype == WORD_DTYPE and f.dtype == FINDING_DTYPE
+    assert len(rec) == len(words) == len(f) == 0
+
+
+# --- random activity: engine == oracle, and chunking changes nothing --------------------------
+
+bus_options = st.fixed_dictionaries({
+    "ad": st.booleans(), "cbe": st.booleans(), "par": st.booleans(), "w64": st.booleans(),
+    "gnt": st.booleans(),
+})
+
+
+def chunked(sig, t, cuts, **kw):
+    carry, parts = None, []
+    prev = 0
+    for cut in list(cuts) + [len(t)]:
+        r, w, f, carry = decode_clocks({k: v[prev:cut] for k, v in sig.items()}, t[prev:cut],
+                                       carry=carry, final=False, **kw)
+        parts.append((r, w, f))
+        prev = cut
+    r, w, f, carry = decode_clocks({k: v[:0] for k, v in sig.items()}, t[:0], carry=carry, final=True, **kw)
+    parts.append((r, w, f))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 160), opts=bus_options,
+       mode=st.sampled_from(["pci", "pcix"]), busy=st.floats(0.2, 0.9),
+       cuts=st.lists(st.integers(0, 160), max_size=4))
+def test_engine_matches_oracle_whole_and_chunked(seed, n, opts, mode, busy, cuts):
+    rng = np.random.default_rng(seed)
+    sig, t = random_bus(rng, n, busy=busy, **opts)
+    width = 64 if opts["w64"] else 32
+    ref, ref_words, ref_parity = oracle_decode(sig, t.tolist(), mode=mode, width=width)
+    rec, words, f, _ = decode_clocks(sig, t, mode=mode, width=width)
+    assert diff_records(ref, rec) == []
+    assert [tuple(int(x) for x in w) for w in words] == ref_words
+    assert sorted(f["time_ps"][f["kind"] == "parity_error"].tolist()) == ref_parity
+    r2, w2, f2 = chunked(sig, t, sorted(c for c in cuts if c <= n), mode=mode, width=width)
+    assert diff_records(rec, r2) == []
+    assert np.array_equal(words, w2)
+    assert sorted(map(tuple, f.tolist())) == sorted(map(tuple, f2.tolist()))
+
+
+def test_chunking_at_every_boundary():
+    """Every cut position of one busy sequence (the carry's corner cases: a cut right after an
+    address phase, inside a DAC, on an idle clock, on the capture's first clock)."""
+    rng = np.random.default_rng(7)
+    sig, t = random_bus(rng, 60, ad=True, cbe=True, par=True, w64=True, gnt=True, busy=0.7)
+    rec, words, f, _ = decode_clocks(sig, t, mode="pcix")
+    for a in range(0, 61):
+        for b in (a, a + 1, a + 2):
+            r2, w2, f2 = chunked(sig, t, [a, min(b, 60)], mode="pcix")
+            assert diff_records(rec, r2) == [], (a, b)
+            assert np.array_equal(words, w2)
+            assert sorted(map(tuple, f.tolist())) == sorted(map(tuple, f2.tolist())), (a, b)
