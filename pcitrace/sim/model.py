@@ -1,0 +1,699 @@
+"""The NIC / host / link model: a discrete-event simulation that yields bus timelines.
+
+Two PCs (``a``, ``b``) each run an application, a driver (CSR groups), a NIC transmitter
+(descriptor fetch, data DMA reads, status write-back), a NIC receiver (descriptor
+prefetch, data DMA writes, status write-back) and interrupt coalescence. Their buses are
+arbitrated first come, first served with at least one idle clock between transactions.
+The link carries frames a -> b (and b -> a for answers and pause frames) with the wire
+time of preamble + frame and the inter-frame gap.
+
+The output is, per bus, the list of :class:`Txn` with start clocks and lengths, plus the
+frames and the per-packet bookkeeping the truth file reports. Turning a Txn into bus
+signals is the bus renderer's job (:mod:`pcitrace.sim.bus`); the transaction lengths used
+for arbitration come from the renderer too (``length`` callable), so the schedule and the
+drawn signals cannot disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import zlib
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from pcitrace.sim.scenario import DEVSEL_CLOCKS, BusConfig, Scenario
+
+PREAMBLE_BYTES = 8
+IFG_BYTES = 12
+ETH_OVERHEAD = 14 + 4          # Ethernet header + CRC
+IP_UDP_OVERHEAD = 20 + 8
+MIN_FRAME = 64
+PAUSE_FRAME = 64
+NEVER = 1 << 62                # a time no process reaches
+ADB = 128                      # PCI-X allowable disconnect boundary
+
+# Register offsets of an e1000-like NIC: the driver's accesses look like the real ones.
+TX_CSR_WRITES = (0x3818, 0x3810, 0x00D0, 0x3828, 0x0400)     # TDT, TDH, IMS, TXDCTL, TCTL
+TX_CSR_READS = (0x0008, 0x3810, 0x3818, 0x00C0)              # STATUS, TDH, TDT, ICR
+IRQ_CSR_READS = (0x00C0, 0x0008, 0x3810, 0x2810)             # ICR, STATUS, TDH, RDH
+IRQ_CSR_WRITES = (0x00D8, 0x2818, 0x00D0, 0x3818)            # IMC, RDT, IMS, TDT
+
+TX_BUF_BASE = 0x1F000000
+TX_RING_BASE = 0x1E800000
+RX_BUF_BASE = 0x1F800000
+RX_RING_BASE = 0x1E900000
+RING = 256
+
+
+@dataclasses.dataclass(slots=True)
+class Txn:
+    """One bus transaction as the model decides it (the renderer draws it)."""
+
+    master: str                 # host | nic | other
+    purpose: str                # csr_read, csr_write, desc_fetch, data_read, split_completion, data_write, status_write, other
+    command: str                # lists.py snake_case name
+    address: int
+    nbytes: int                 # bytes the transaction moves (0: retry / split response)
+    termination: str = "normal"
+    devsel: int = 2             # DEVSEL# clocks after the last header clock
+    initial_waits: int = 0      # target waits before the first data phase, beyond DEVSEL#
+    wait_every: int = 0         # one target wait after this many data phases (pci only)
+    width: int = 64             # transfer width
+    read: bool = False
+    pcix: bool = False
+    tag: int = -1
+    requester: int = -1
+    byte_count: int = -1
+    packet: int = -1            # frame sequence number this moves, -1 none
+    pc: str = "a"
+    data: bytes = b""
+    req_clock: int = -1
+    start: int = -1             # clock of the address phase
+    clocks: int = 0             # address phase .. last clock with FRAME# or IRDY#
+
+
+@dataclasses.dataclass(slots=True)
+class Frame:
+    seq: int
+    link: str                   # "a_to_b" or "b_to_a"
+    kind: str                   # data | pause
+    frame_bytes: int            # Ethernet frame, header..CRC
+    start_ps: int = 0           # frame-present asserted (preamble)
+    end_ps: int = 0             # after the last CRC byte
+    lost: bool = False
+    payload: bytes = b""        # the frame without CRC (what the NIC moves)
+
+
+@dataclasses.dataclass
+class PacketLog:
+    seq: int
+    src: str
+    dst: str
+    user_bytes: int
+    frame_bytes: int
+    send_app_ps: int = -1
+    csr_txns: list = dataclasses.field(default_factory=list)          # (bus, Txn)
+    tx_dma: list = dataclasses.field(default_factory=list)
+    rx_dma: list = dataclasses.field(default_factory=list)
+    tx_irq_csr: list = dataclasses.field(default_factory=list)
+    rx_irq_csr: list = dataclasses.field(default_factory=list)
+    frame: Frame | None = None
+    lost: bool = False
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def default_length(t: Txn) -> int:
+    """Clocks from the address phase to the last clock with FRAME# or IRDY#.
+
+    The model's own reckoning, used only when the renderer gives none: header clocks,
+    DEVSEL#/turnaround, waits, data phases, and one more clock when the target ends
+    the transaction with STOP# while FRAME# is still asserted.
+    """
+    header = 2 if t.pcix else 1
+    first = max(t.devsel, 2 if (t.read and not t.pcix) else 1) + t.initial_waits
+    if t.termination in ("retry", "split_response"):
+        return header + first
+    phases = max(1, _ceil_div(t.nbytes, t.width // 8))
+    waits = (phases - 1) // t.wait_every if (t.wait_every and not t.pcix) else 0
+    extra = 1 if t.termination == "disconnect_with_data" else 0
+    return header + first + phases - 1 + waits + extra
+
+
+# -- the event engine -------------------------------------------------------------------
+
+class _Queue:
+    def __init__(self):
+        self.items: deque = deque()
+        self.waiters: deque = deque()
+
+
+class Engine:
+    """A tiny generator-based discrete-event engine; times in integer picoseconds."""
+
+    def __init__(self):
+        self.now = 0
+        self._heap: list = []
+        self._seq = 0
+
+    def at(self, t: int, gen, value=None):
+        self._seq += 1
+        heapq.heappush(self._heap, (int(t), self._seq, gen, value))
+
+    def spawn(self, gen, t: int | None = None):
+        self.at(self.now if t is None else t, gen)
+
+    def put(self, q: _Queue, item):
+        if q.waiters:
+            self.at(self.now, q.waiters.popleft(), item)
+        else:
+            q.items.append(item)
+
+    def run(self, until: int):
+        while self._heap and self._heap[0][0] <= until:
+            t, _, gen, value = heapq.heappop(self._heap)
+            self.now = t
+            self._step(gen, value)
+
+    def _step(self, gen, value):
+        while True:
+            try:
+                cmd = gen.send(value)
+            except StopIteration:
+                return
+            op = cmd[0]
+            if op == "sleep":
+                self.at(self.now + max(0, int(cmd[1])), gen)
+                return
+            if op == "until":
+                self.at(max(self.now, int(cmd[1])), gen)
+                return
+            if op == "get":
+                q = cmd[1]
+                if q.items:
+                    value = q.items.popleft()
+                    continue
+                q.waiters.append(gen)
+                return
+            if op == "txn":
+                bus, txn = cmd[1], cmd[2]
+                end_ps = bus.grant(txn, self.now)
+                self.at(end_ps, gen, txn)
+                return
+            raise ValueError(op)
+
+
+class BusModel:
+    """One PCI bus: clock, arbitration and the transactions granted on it."""
+
+    def __init__(self, cfg: BusConfig, captured: bool, length: Callable[[Txn], int], limit_ps: int):
+        self.cfg = cfg
+        self.captured = captured
+        self.period = cfg.period_ps
+        self.phase = self.period // 2     # first rising edge half a period into the capture
+        self.length = length
+        self.free = 0                     # first clock the next transaction may start at
+        self.txns: list[Txn] = []
+        # Transactions must end (plus two idle clocks) inside the capture: none is truncated.
+        self.limit = self.clock_at(limit_ps) - 3
+
+    def clock_at(self, t_ps: int) -> int:
+        return max(0, _ceil_div(t_ps - self.phase, self.period))
+
+    def time_of(self, clock: int) -> int:
+        return self.phase + clock * self.period
+
+    def grant(self, txn: Txn, now: int) -> int:
+        req = self.clock_at(now)
+        # REQ# -> GNT# -> address phase: two clocks at least when the bus is free.
+        start = max(req + 2, self.free)
+        txn.req_clock = req
+        txn.start = start
+        txn.clocks = self.length(txn)
+        if start + txn.clocks > self.limit:
+            # past the end of the capture: the master never gets its turn
+            self.free = max(self.free, self.limit + 1)
+            return NEVER
+        # one idle clock after the last FRAME#/IRDY# clock before the next address phase
+        self.free = start + txn.clocks + 1
+        self.txns.append(txn)
+        return self.time_of(start + txn.clocks)
+
+
+# -- the model ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class ModelResult:
+    buses: dict[str, BusModel]          # captured buses by name
+    frames: list[Frame]
+    packets: list[PacketLog]
+    pauses: list[tuple[int, int]]       # a's transmitter stopped [from, to) ps
+    duration_ps: int
+
+
+class _PC:
+    def __init__(self, name: str, bus: BusModel):
+        self.name = name
+        self.bus = bus
+        self.tx_queue = _Queue()        # packets handed to the NIC by the driver
+        self.rx_queue = _Queue()        # frames arrived from the wire
+        self.irq_queue = _Queue()
+        self.pending_events: list = []  # (kind, PacketLog) not yet signalled
+        self.irq_timer_armed = False
+        self.tx_inflight = 0            # frames DMA'd but not yet on the wire
+        self.tx_fifo_free = _Queue()
+        self.wire = _Queue()            # frames ready for the wire
+        self.tx_count = 0
+        self.rx_count = 0
+        self.tag = 0
+
+
+class Model:
+    def __init__(self, sc: Scenario, length: Callable[[Txn], int] = default_length):
+        self.sc = sc
+        self.rng = np.random.default_rng(sc.seed)
+        self.eng = Engine()
+        self.duration_ps = int(round(sc.duration_us * 1e6))
+        by_pc = {b.pc: b for b in sc.buses}
+        self.buses: dict[str, BusModel] = {}
+        self.pcs: dict[str, _PC] = {}
+        for pc in ("a", "b"):
+            if pc in by_pc:
+                bm = BusModel(by_pc[pc], True, length, self.duration_ps)
+                self.buses[bm.cfg.name] = bm
+            else:
+                # A PC whose bus nobody probes still runs its NIC and driver: copy the
+                # other PC's hardware so the end-to-end timing stays realistic.
+                other = sc.buses[0]
+                cfg = dataclasses.replace(other, name=f"pc_{pc}", pc=pc, other=[])
+                bm = BusModel(cfg, False, length, self.duration_ps)
+            self.pcs[pc] = _PC(pc, bm)
+        self.frames: list[Frame] = []
+        self.packets: list[PacketLog] = []
+        self.pauses: list[tuple[int, int]] = []
+        self.link_free = {"a_to_b": 0, "b_to_a": 0}
+        self.lost = set(sc.link.lost)
+        self.byte_ps = int(round(8000 / sc.link.rate_gbps))   # ps per byte on the wire
+
+    # -- helpers ---------------------------------------------------------------------
+    def us(self, x: float) -> int:
+        return int(round(x * 1e6))
+
+    def clocks(self, pc: _PC, n: int) -> int:
+        return n * pc.bus.period
+
+    def _txn(self, pc: _PC, **kw) -> Txn:
+        cfg = pc.bus.cfg
+        kw.setdefault("width", cfg.width)
+        kw.setdefault("pcix", cfg.kind == "pcix")
+        kw.setdefault("pc", pc.name)
+        return Txn(**kw)
+
+    def _csr(self, pc: _PC, write: bool, offset: int, value: int, log: list):
+        """One PIO access by the CPU to the NIC's BAR, with the NIC's STOP# retries."""
+        cfg = pc.bus.cfg
+        nic, host = cfg.nic, cfg.host
+        pcix = cfg.kind == "pcix"
+        if write:
+            cmd = "mem_write"
+        else:
+            cmd = "mem_read_dword" if pcix else "mem_read"
+        addr = nic.bar + offset
+        data = int(value).to_bytes(4, "little")
+        for _ in range(nic.csr_retries):
+            t = self._txn(pc, master="host", purpose="csr_write" if write else "csr_read", command=cmd,
+                          address=addr, nbytes=0, termination="retry", devsel=DEVSEL_CLOCKS[nic.devsel],
+                          read=not write, width=32, byte_count=4 if pcix else -1)
+            t = yield ("txn", pc.bus, t)
+            log.append(t)
+            yield ("sleep", self.clocks(pc, host.retry_gap_clocks))
+        t = self._txn(pc, master="host", purpose="csr_write" if write else "csr_read", command=cmd,
+                      address=addr, nbytes=4, devsel=DEVSEL_CLOCKS[nic.devsel],
+                      initial_waits=nic.csr_write_waits if write else nic.csr_read_waits,
+                      read=not write, width=32, data=data, byte_count=4 if pcix else -1)
+        t = yield ("txn", pc.bus, t)
+        log.append(t)
+
+    def _csr_group(self, pc: _PC, reads: int, writes: int, read_regs, write_regs, log: list):
+        """Reads first (the driver looks at the NIC's state), then the writes."""
+        host = pc.bus.cfg.host
+        seq = [(False, read_regs[i % len(read_regs)]) for i in range(reads)]
+        seq += [(True, write_regs[i % len(write_regs)]) for i in range(writes)]
+        for i, (write, reg) in enumerate(seq):
+            if i:
+                yield ("sleep", self.clocks(pc, host.csr_gap_clocks))
+            value = (pc.tx_count % RING) if write else int(self.rng.integers(0, 1 << 32))
+            yield from self._csr(pc, write, reg, value, log)
+
+    def _dma_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
+        """NIC bus-master read of ``payload`` from host memory at ``addr``."""
+        cfg = pc.bus.cfg
+        host, nic = cfg.host, cfg.nic
+        wbytes = cfg.width // 8
+        pos, n = 0, len(payload)
+        if cfg.kind == "pcix":
+            yield from self._pcix_read(pc, addr, payload, purpose, seq, log)
+            return
+        while pos < n:
+            a = addr + pos
+            want = n - pos
+            cmd = nic.read_command
+            if cmd in ("mem_read", "mem_read_line"):
+                # MR / MRL: the NIC stops at the cache-line boundary (no prefetch beyond it)
+                want = min(want, cfg.cache_line - (a % cfg.cache_line))
+            take, term = want, "normal"
+            if host.read_disconnect_bytes:
+                room = host.read_disconnect_bytes - (a % host.read_disconnect_bytes)
+                if room < want:
+                    take, term = room, "disconnect_with_data"
+            t = self._txn(pc, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
+                          termination=term, devsel=1, initial_waits=host.read_initial_waits,
+                          wait_every=host.read_waits_every, read=True, packet=seq,
+                          data=payload[pos:pos + take], width=cfg.width if take > 4 else 32)
+            t = yield ("txn", pc.bus, t)
+            log.append(t)
+            pos += take
+            if pos < n:
+                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+        del wbytes
+
+    def _pcix_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
+        """PCI-X: Memory Read Block requests of at most MMRBC, each answered by a split
+        response and, after the bridge's memory latency, split completions that may
+        disconnect at an ADB."""
+        cfg = pc.bus.cfg
+        host, nic = cfg.host, cfg.nic
+        n = len(payload)
+        pos = 0
+        done = _Queue()
+        outstanding = 0
+        requester = (1 << 8) | (2 << 3)          # bus 1, device 2, function 0
+        while pos < n or outstanding:
+            if pos < n and outstanding < nic.max_outstanding:
+                a = addr + pos
+                take = min(n - pos, cfg.mmrbc)
+                tag = pc.tag
+                pc.tag = (pc.tag + 1) % 32
+                t = self._txn(pc, master="nic", purpose=purpose, command="mem_read_block", address=a,
+                              nbytes=0, termination="split_response", devsel=1, read=True, packet=seq,
+                              tag=tag, requester=requester, byte_count=take)
+                t = yield ("txn", pc.bus, t)
+                log.append(t)
+                self.eng.spawn(self._split_completion(pc, a, payload[pos:pos + take], tag, requester,
+                                                      purpose, seq, log, done),
+                               self.eng.now + self.clocks(pc, host.split_latency_clocks))
+                pos += take
+                outstanding += 1
+                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+                continue
+            yield ("get", done)
+            outstanding -= 1
+
+    def _split_completion(self, pc, addr, chunk, tag, requester, purpose, seq, log, done):
+        cfg = pc.bus.cfg
+        host = cfg.host
+        pos, n = 0, len(chunk)
+        while pos < n:
+            take, term = n - pos, "normal"
+            if host.completion_adb:
+                limit = host.completion_adb * ADB
+                room = limit - ((addr + pos) % limit)
+                if room < take:
+                    take, term = room, "disconnect_with_data"
+            t = self._txn(pc, master="host", purpose="split_completion", command="split_completion",
+                          address=(requester << 8) | tag, nbytes=take, termination=term, devsel=1,
+                          packet=seq, tag=tag, requester=requester, byte_count=n - pos,
+                          data=chunk[pos:pos + take])
+            t = yield ("txn", pc.bus, t)
+            log.append(t)
+            pos += take
+            if pos < n:
+                yield ("sleep", self.clocks(pc, 1))
+        self.eng.put(done, True)
+
+    def _dma_write(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
+        cfg = pc.bus.cfg
+        host, nic = cfg.host, cfg.nic
+        pcix = cfg.kind == "pcix"
+        pos, n = 0, len(payload)
+        while pos < n:
+            a = addr + pos
+            take, term = n - pos, "normal"
+            cmd = "mem_write_block" if pcix else nic.write_command
+            if cmd == "mem_write_invalidate":
+                whole = (take // cfg.cache_line) * cfg.cache_line
+                if a % cfg.cache_line or whole == 0:
+                    cmd = "mem_write"
+                else:
+                    take = whole
+            if host.write_disconnect_bytes:
+                room = host.write_disconnect_bytes - (a % host.write_disconnect_bytes)
+                if room < take:
+                    take, term = room, "disconnect_with_data"
+            t = self._txn(pc, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
+                          termination=term, devsel=1, initial_waits=host.write_initial_waits, packet=seq,
+                          data=payload[pos:pos + take], width=cfg.width if take > 4 else 32,
+                          tag=(pc.tag if pcix else -1), requester=((1 << 8) | (2 << 3)) if pcix else -1,
+                          byte_count=(n - pos) if pcix else -1)
+            if pcix:
+                pc.tag = (pc.tag + 1) % 32
+            t = yield ("txn", pc.bus, t)
+            log.append(t)
+            pos += take
+            if pos < n:
+                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+
+    # -- frames ----------------------------------------------------------------------
+    def frame_payload(self, seq: int, user_bytes: int, src: str) -> bytes:
+        """Ethernet/IPv4/UDP frame without CRC carrying a UDPmon data packet."""
+        rng = self.rng
+        mac = {"a": bytes.fromhex("00022b000001"), "b": bytes.fromhex("00022b000002")}
+        ip = {"a": bytes([192, 168, 10, 1]), "b": bytes([192, 168, 10, 2])}
+        dst = "b" if src == "a" else "a"
+        udp_len = user_bytes + 8
+        ip_len = udp_len + 20
+        iph = bytearray(b"\x45\x00" + ip_len.to_bytes(2, "big") + (seq & 0xFFFF).to_bytes(2, "big")
+                        + b"\x40\x00\x40\x11\x00\x00" + ip[src] + ip[dst])
+        s = sum(int.from_bytes(iph[i:i + 2], "big") for i in range(0, 20, 2))
+        while s >> 16:
+            s = (s & 0xFFFF) + (s >> 16)
+        iph[10:12] = (~s & 0xFFFF).to_bytes(2, "big")
+        udph = (5001).to_bytes(2, "big") + (5001).to_bytes(2, "big") + udp_len.to_bytes(2, "big") + b"\x00\x00"
+        body = bytearray(rng.bytes(user_bytes))
+        head = (4).to_bytes(4, "little") + (152).to_bytes(4, "little") + seq.to_bytes(8, "little") \
+            + (int(self.eng.now // 100000)).to_bytes(8, "little")
+        body[:min(len(head), user_bytes)] = head[:user_bytes]
+        frame = mac[dst] + mac[src] + b"\x08\x00" + bytes(iph) + udph + bytes(body)
+        if len(frame) < MIN_FRAME - 4:
+            frame += bytes(MIN_FRAME - 4 - len(frame))
+        return frame
+
+    # -- processes -------------------------------------------------------------------
+    def app_stream(self):
+        tr = self.sc.traffic
+        t0 = self.us(tr.start_us)
+        i = 0
+        while tr.count == 0 or i < tr.count:
+            t = t0 + self.us(i * tr.spacing_us)
+            if tr.jitter_us:
+                t += self.us(float(self.rng.uniform(0, tr.jitter_us)))
+            if t >= self.duration_ps:
+                return
+            yield ("until", t)
+            yield from self.send(self.pcs["a"], tr.frame_bytes)
+            i += 1
+
+    def app_request(self):
+        """a sends a request every spacing_us; b answers each (see rx_deliver)."""
+        yield from self.app_stream()
+
+    def send(self, pc: _PC, user_bytes: int):
+        """The driver's send: CSR setup group, then the NIC takes the packet."""
+        seq = len(self.packets)
+        log = PacketLog(seq, pc.name, "b" if pc.name == "a" else "a", user_bytes,
+                        max(MIN_FRAME, user_bytes + IP_UDP_OVERHEAD + ETH_OVERHEAD))
+        log.send_app_ps = self.eng.now
+        self.packets.append(log)
+        payload = self.frame_payload(seq, user_bytes, pc.name)
+        nic = pc.bus.cfg.nic
+        pc.tx_count += 1
+        yield from self._csr_group(pc, nic.send_csr_reads, nic.send_csr_writes, TX_CSR_READS,
+                                   TX_CSR_WRITES, log.csr_txns)
+        self.eng.at(self.eng.now + self.clocks(pc, nic.doorbell_clocks), self._kick(pc, (log, payload)))
+
+    def _kick(self, pc, item):
+        self.eng.put(pc.tx_queue, item)
+        return
+        yield
+
+    def nic_tx(self, pc: _PC):
+        """NIC transmit DMA: descriptor fetch, data read bursts; at most two frames in the
+        FIFO waiting for the wire, so a busy link paces the DMA."""
+        nic = pc.bus.cfg.nic
+        idx = 0
+        while True:
+            log, payload = yield ("get", pc.tx_queue)
+            while pc.tx_inflight >= 2:
+                yield ("get", pc.tx_fifo_free)
+            if nic.desc_bytes:
+                desc = (TX_BUF_BASE + (idx % RING) * 2048).to_bytes(8, "little") \
+                    + len(payload).to_bytes(2, "little") + b"\x00\x0b\x00\x00\x00\x00"
+                desc = (desc + bytes(nic.desc_bytes))[:nic.desc_bytes]
+                yield from self._dma_read(pc, TX_RING_BASE + (idx % RING) * 16, desc, "desc_fetch",
+                                          log.seq, log.tx_dma)
+                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+            yield from self._dma_read(pc, TX_BUF_BASE + (idx % RING) * 2048, payload, "data_read",
+                                      log.seq, log.tx_dma)
+            idx += 1
+            pc.tx_inflight += 1
+            self.eng.put(pc.wire, (log, payload, self.eng.now + self.us(nic.tx_latency_us), idx - 1))
+
+    def nic_wire(self, pc: _PC):
+        """Transmitter MAC: puts DMA'd frames on the link, honouring pause frames."""
+        direction = "a_to_b" if pc.name == "a" else "b_to_a"
+        peer = self.pcs["b" if pc.name == "a" else "a"]
+        while True:
+            log, payload, ready, idx = yield ("get", pc.wire)
+            start = max(ready, self.eng.now, self.link_free[direction])
+            for p0, p1 in self.pauses:
+                if pc.name == "a" and p0 <= start < p1:
+                    start = p1
+            yield ("until", start)
+            frame = self._put_on_wire(direction, log.frame_bytes, payload, log.seq, "data")
+            log.frame = frame
+            lost = log.seq in self.lost or (self.sc.link.loss and self.rng.random() < self.sc.link.loss)
+            frame.lost = log.lost = bool(lost)
+            yield ("until", frame.end_ps)
+            pc.tx_inflight -= 1
+            self.eng.put(pc.tx_fifo_free, True)
+            self.eng.spawn(self._tx_done(pc, log, idx))
+            if not lost:
+                arrive = frame.end_ps + self.us(self.sc.link.propagation_us)
+                self.eng.at(arrive, self._kick_rx(peer, (log, payload)))
+
+    def _put_on_wire(self, direction, frame_bytes, payload, seq, kind) -> Frame:
+        start = max(self.eng.now, self.link_free[direction])
+        wire = (PREAMBLE_BYTES + frame_bytes) * self.byte_ps
+        f = Frame(seq, direction, kind, frame_bytes, start, start + wire, payload=payload)
+        self.link_free[direction] = f.end_ps + IFG_BYTES * self.byte_ps
+        self.frames.append(f)
+        return f
+
+    def _kick_rx(self, pc, item):
+        self.eng.put(pc.rx_queue, item)
+        return
+        yield
+
+    def _tx_done(self, pc: _PC, log: PacketLog, idx: int):
+        nic = pc.bus.cfg.nic
+        if nic.status_bytes:
+            status = (b"\x01" + bytes(nic.status_bytes))[:nic.status_bytes]
+            yield from self._dma_write(pc, TX_RING_BASE + (idx % RING) * 16 + 12 - (nic.status_bytes > 4) * 12,
+                                       status, "status_write", log.seq, log.tx_dma)
+        yield from self._irq_event(pc, ("tx", log))
+
+    def nic_rx(self, pc: _PC):
+        nic = pc.bus.cfg.nic
+        idx = 0
+        while True:
+            log, payload = yield ("get", pc.rx_queue)
+            yield ("sleep", self.us(nic.rx_latency_us))
+            if nic.desc_bytes and idx % nic.rx_desc_every == 0:
+                n = nic.rx_desc_every
+                descs = b"".join((RX_BUF_BASE + ((idx + k) % RING) * 2048).to_bytes(8, "little") + bytes(8)
+                                 for k in range(n))
+                yield from self._dma_read(pc, RX_RING_BASE + (idx % RING) * 16, descs, "desc_fetch",
+                                          log.seq, log.rx_dma)
+                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+            # the NIC strips the CRC: memory gets the same bytes the sender's NIC read
+            yield from self._dma_write(pc, RX_BUF_BASE + (idx % RING) * 2048, payload, "data_write",
+                                       log.seq, log.rx_dma)
+            if nic.status_bytes:
+                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+                status = (len(payload).to_bytes(2, "little") + b"\x00\x00\x03" + bytes(nic.status_bytes))
+                yield from self._dma_write(pc, RX_RING_BASE + (idx % RING) * 16 + 8 * (nic.status_bytes <= 8),
+                                           status[:nic.status_bytes], "status_write", log.seq, log.rx_dma)
+            idx += 1
+            pc.rx_count += 1
+            self.eng.spawn(self._irq_event(pc, ("rx", log)))
+
+    def _irq_event(self, pc: _PC, ev):
+        nic = pc.bus.cfg.nic
+        pc.pending_events.append(ev)
+        if len(pc.pending_events) >= nic.coalesce_packets:
+            self._raise_irq(pc)
+        elif nic.coalesce_us and not pc.irq_timer_armed:
+            pc.irq_timer_armed = True
+            self.eng.at(self.eng.now + self.us(nic.coalesce_us), self._irq_timer(pc))
+        return
+        yield
+
+    def _irq_timer(self, pc: _PC):
+        if pc.irq_timer_armed:
+            self._raise_irq(pc)
+        return
+        yield
+
+    def _raise_irq(self, pc: _PC):
+        pc.irq_timer_armed = False
+        events, pc.pending_events = pc.pending_events, []
+        if events:
+            self.eng.put(pc.irq_queue, (self.eng.now, events))
+
+    def isr(self, pc: _PC):
+        """The driver's interrupt service: one CSR group per interrupt, then the stack."""
+        host, nic = pc.bus.cfg.host, pc.bus.cfg.nic
+        while True:
+            t_irq, events = yield ("get", pc.irq_queue)
+            yield ("until", max(self.eng.now, t_irq + self.us(host.irq_latency_us)))
+            group: list = []
+            yield from self._csr_group(pc, nic.irq_csr_reads, nic.irq_csr_writes, IRQ_CSR_READS,
+                                       IRQ_CSR_WRITES, group)
+            for kind, log in events:
+                if kind == "tx":
+                    log.tx_irq_csr = group
+                else:
+                    log.rx_irq_csr = group
+                    if self.sc.traffic.pattern == "request_response" and pc.name == "b":
+                        self.eng.spawn(self._respond(pc), self.eng.now + self.us(self.sc.traffic.response_delay_us))
+
+    def _respond(self, pc: _PC):
+        yield from self.send(pc, self.sc.traffic.response_bytes)
+
+    def pause_source(self):
+        """b's MAC sends a pause frame every pause_interval_us; a stops transmitting."""
+        lk = self.sc.link
+        t = self.us(lk.pause_interval_us)
+        while t < self.duration_ps:
+            yield ("until", t)
+            f = self._put_on_wire("b_to_a", PAUSE_FRAME, b"", -1, "pause")
+            arrive = f.end_ps + self.us(lk.propagation_us)
+            self.pauses.append((arrive, arrive + self.us(lk.pause_us)))
+            t += self.us(lk.pause_interval_us)
+
+    def other_traffic(self, bus: BusModel, cfg, k: int):
+        rng = np.random.default_rng([self.sc.seed, 1000 + k, zlib.crc32(bus.cfg.name.encode())])
+        pcix = bus.cfg.kind == "pcix"
+        read = "read" in cfg.command
+        while True:
+            gap = rng.exponential(1.0 / cfg.rate_per_us)
+            yield ("sleep", self.us(gap))
+            cmd = cfg.command
+            if pcix:
+                cmd = {"mem_read": "mem_read_dword", "mem_read_line": "mem_read_block",
+                       "mem_read_multiple": "mem_read_block", "mem_write_invalidate": "mem_write_block"}.get(cmd, cmd)
+            nbytes = cfg.bytes if not cmd.startswith("io") and cmd != "mem_read_dword" else 4
+            t = Txn(master="other", purpose="other", command=cmd, address=cfg.address,
+                    nbytes=nbytes, devsel=1, initial_waits=4 if read else 0, read=read, pcix=pcix,
+                    width=bus.cfg.width if nbytes > 4 else 32, pc=bus.cfg.pc,
+                    data=rng.bytes(nbytes), byte_count=nbytes if pcix else -1,
+                    tag=0 if pcix else -1, requester=(2 << 8) if pcix else -1)
+            yield ("txn", bus, t)
+
+    def run(self) -> ModelResult:
+        eng = self.eng
+        for pc in self.pcs.values():
+            eng.spawn(self.nic_tx(pc))
+            eng.spawn(self.nic_wire(pc))
+            eng.spawn(self.nic_rx(pc))
+            eng.spawn(self.isr(pc))
+        eng.spawn(self.app_stream())
+        if self.sc.link.pause_interval_us:
+            eng.spawn(self.pause_source())
+        for bus in self.buses.values():
+            for k, o in enumerate(bus.cfg.other):
+                if o.rate_per_us > 0:
+                    eng.spawn(self.other_traffic(bus, o, k))
+        eng.run(self.duration_ps)
+        return ModelResult(self.buses, sorted(self.frames, key=lambda f: f.start_ps), self.packets,
+                           self.pauses, self.duration_ps)
+
+
+def run_model(sc: Scenario, length: Callable[[Txn], int] = default_length) -> ModelResult:
+    return Model(sc, length).run()

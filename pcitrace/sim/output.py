@@ -1,0 +1,394 @@
+"""Simulation results: the capture (timing or state mode), its profile and its truth.
+
+Time base shared by every mode: bus clock k of a bus with period T has its rising edge at
+``T/2 + k*T`` ps. A state capture has one sample per clock at exactly those times
+(``start_ps = T/2``); a timing capture samples every ``p`` ps, where ``p`` divides 1e12 (so the
+sample rate is a whole number of Hz, as .sr files and sigrok need) and half of every bus
+period, with at least four samples per clock. CLK is high for the first half period after
+the edge; the other signals change ``ceil(n/4)`` samples after the edge (n samples per clock),
+so the sample at the edge still shows the values of that clock (docs/records.md).
+
+Truth file (``NAME.truth.json``): ``records`` (docs/records.md fields plus ``master``,
+``purpose``, ``packet``: what the model meant the transaction for), ``findings``, ``frames``
+(sampled probe times as the gbe_probe decoder reports them plus the exact wire times),
+``packets`` (CSR setup, DMA bursts, wire times, first words on both buses, interrupt delays)
+and ``occupancy`` per bus (busy clocks = FRAME# or IRDY# asserted; split into data, wait,
+address and retry clocks and by initiator).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from pcitrace.capture import Capture, TimeBase, write_capture
+from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.profile import BusProfile, NicIdentity, Profile, save_profile
+from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, record_to_dict
+from pcitrace.errors import PcitraceError
+from pcitrace.sim.bus import render
+from pcitrace.sim.model import ModelResult, run_model
+from pcitrace.sim.scenario import Scenario
+from pcitrace.sim.specs import MASTERS, spec_clocks, to_specs
+
+TRUTH_FORMAT = "pcitrace-truth/1"
+
+# canonical signal -> channel base name (prefixed "<bus>.")
+PCI_CHANNELS = {
+    "clk": "CLK", "frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#",
+    "devsel_n": "DEVSEL#", "ad": "AD", "cbe_n": "CBE#", "par": "PAR", "par64": "PAR64",
+    "req64_n": "REQ64#", "ack64_n": "ACK64#", "req_n": "REQ#", "gnt_n": "GNT#",
+}
+AD_SIGNALS = ("ad", "cbe_n", "par", "par64")
+PROBE_CHANNELS = {"frame_present": "FRAME_PRESENT", "sof": "SOF"}
+
+
+@dataclasses.dataclass
+class SimResult:
+    capture: Capture
+    profile: Profile
+    truth: dict
+    scenario: Scenario | None = None
+
+
+def _divisors_of_1e12_dividing(g: int) -> list[int]:
+    out = []
+    for a in range(13):
+        for b in range(13):
+            d = 2 ** a * 5 ** b
+            if g % d == 0:
+                out.append(d)
+    return sorted(out, reverse=True)
+
+
+def sample_period_ps(periods: list[int]) -> int:
+    """Largest p dividing 1e12 and every half period with >= 4 samples per clock."""
+    g = 0
+    for T in periods:
+        g = math.gcd(g, T // 2)
+    for p in _divisors_of_1e12_dividing(g):
+        if all(T // p >= 4 for T in periods):
+            return p
+    raise PcitraceError(f"no sample rate fits the bus periods {periods} ps",
+                        fix="use standard clocks (33, 66, 100, 133 MHz)")
+
+
+def _first_data_clocks(sig: dict, starts: np.ndarray) -> np.ndarray:
+    data = np.flatnonzero((sig["irdy_n"] == 0) & (sig["trdy_n"] == 0) & (sig["devsel_n"] == 0))
+    if len(data) == 0:
+        return np.full(len(starts), -1, np.int64)
+    i = np.searchsorted(data, starts)
+    i = np.minimum(i, len(data) - 1)
+    return data[i]
+
+
+def simulate(sc: Scenario, progress=None) -> SimResult:
+    """Run the model, render every captured bus, sample the probe lines, build the truth."""
+    model = run_model(sc, spec_clocks)
+    duration = model.duration_ps
+    buses = list(model.buses.values())
+    timing = sc.mode == "timing"
+    periods = [b.period for b in buses]
+    if timing:
+        p = sample_period_ps(periods)
+        nsamples = duration // p
+        sample_times = None
+    else:
+        T = periods[0]
+        phase = T // 2
+        nsamples = (duration - phase) // T + 1
+        p = T
+    arrays: dict[str, np.ndarray] = {}
+    widths: dict[str, int] = {}
+    profile_buses: list[BusProfile] = []
+    rec_parts, find_parts, ann = [], [], []
+    occupancy: dict[str, dict] = {}
+    first_word_time: dict[int, int] = {}          # id(txn) -> time of its first data phase
+    rec_time: dict[int, tuple[int, int]] = {}     # id(txn) -> (start_ps, end_ps)
+
+    for b in buses:
+        cfg = b.cfg
+        K = b.clock_at(duration)                # clocks k with T/2 + kT < duration
+        if not timing:
+            K = nsamples
+        txns = b.txns
+        specs = to_specs(txns)
+        rb = render(specs, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
+                    masters=MASTERS, gnt_master=0 if sc.gnt else None, with_ad=sc.ad,
+                    tail=1, total_clocks=K)
+        starts = np.array([t.start for t in txns], np.int64)
+        ends = np.array([t.start + t.clocks - 1 for t in txns], np.int64)
+        if len(txns) and (not np.array_equal(rb.start_clock, starts) or not np.array_equal(rb.end_clock, ends)):
+            bad = int(np.flatnonzero((rb.start_clock != starts) | (rb.end_clock != ends))[0])
+            raise AssertionError(f"bus {cfg.name}: transaction {bad} scheduled at clocks "
+                                 f"{starts[bad]}..{ends[bad]} but rendered at "
+                                 f"{rb.start_clock[bad]}..{rb.end_clock[bad]}")
+        phase = b.phase
+        recs = rb.records.copy()
+        recs["start_ps"] = phase + starts * b.period
+        recs["end_ps"] = phase + ends * b.period
+        finds = rb.findings.copy()
+        finds["time_ps"] += phase
+        first = _first_data_clocks(rb.signals, starts)
+        for t, s0, e0, f0 in zip(txns, starts, ends, first):
+            rec_time[id(t)] = (phase + int(s0) * b.period, phase + int(e0) * b.period)
+            first_word_time[id(t)] = phase + int(f0) * b.period if f0 >= 0 else -1
+        rec_parts.append(recs)
+        find_parts.append(finds)
+        ann.extend({"master": t.master, "purpose": t.purpose, "packet": t.packet} for t in txns)
+        occupancy[cfg.name] = _occupancy(rb.signals, txns, recs, b, K)
+
+        # -- channels --------------------------------------------------------------------
+        wanted = [s for s in PCI_CHANNELS if s in rb.signals or s == "clk"]
+        if not sc.ad:
+            wanted = [s for s in wanted if s not in AD_SIGNALS]
+        if not sc.gnt:
+            wanted = [s for s in wanted if s not in ("req_n", "gnt_n")]
+        if not timing:
+            wanted = [s for s in wanted if s != "clk"]
+        signals = {}
+        if timing:
+            n = b.period // p
+            e0 = phase // p
+            c = max(1, -(-n // 4))
+            s_idx = np.arange(nsamples, dtype=np.int64)
+            k = np.clip((s_idx - c - e0) // n + 1, 0, K - 1)
+        for s in wanted:
+            ch = f"{cfg.name}.{PCI_CHANNELS[s]}"
+            signals[s] = ch
+            if s == "clk":
+                arrays[ch] = (((np.arange(nsamples, dtype=np.int64) - e0) % n) < n // 2).astype(np.uint8)
+                continue
+            v = rb.signals[s]
+            arrays[ch] = v[k] if timing else v[:K]
+            if s in ("ad", "cbe_n"):
+                widths[ch] = cfg.width if s == "ad" else cfg.width // 8
+        profile_buses.append(BusProfile(
+            name=cfg.name, kind=cfg.kind, signals=signals, width=cfg.width,
+            clock_hz=None if timing else 1e12 / b.period,
+            nic=NicIdentity(gnt="gnt_n" if sc.gnt else None, req="req_n" if sc.gnt else None,
+                            bars=[(cfg.nic.bar, cfg.nic.bar + 0x1FFFF)])))
+
+    # -- probe lines ---------------------------------------------------------------------
+    frames_out = []
+    directions = ["a_to_b"] + (["b_to_a"] if sc.link.reverse_probe else [])
+    if timing:
+        def to_sample(t):
+            return np.asarray(-(-np.asarray(t, np.int64) // p), np.int64)   # first sample at or after t
+        sample_ps = lambda i: np.asarray(i, np.int64) * p           # noqa: E731
+    else:
+        T0, ph0 = periods[0], periods[0] // 2
+        def to_sample(t):
+            return np.maximum(0, -(-(np.asarray(t, np.int64) - ph0) // T0))
+        sample_ps = lambda i: ph0 + np.asarray(i, np.int64) * T0     # noqa: E731
+    byte_ps = int(round(8000 / sc.link.rate_gbps))
+    for d in directions:
+        fs = [f for f in model.frames if f.link == d]
+        fp = np.zeros(nsamples, np.int8)
+        sof = np.zeros(nsamples, np.int8)
+        for f in fs:
+            a, z = int(to_sample(f.start_ps)), int(to_sample(f.end_ps))
+            fp[a:z] += 1
+            st = f.start_ps + 7 * byte_ps
+            sa = int(to_sample(st))
+            sz = max(sa + 1, int(to_sample(st + byte_ps)))
+            sof[sa:sz] += 1
+        fpn = f"{d}.{PROBE_CHANNELS['frame_present']}"
+        arrays[fpn] = (fp > 0).astype(np.uint8)
+        sigs = {"frame_present": fpn}
+        if sc.link.sof:
+            sn = f"{d}.{PROBE_CHANNELS['sof']}"
+            arrays[sn] = (sof > 0).astype(np.uint8)
+            sigs["sof"] = sn
+        profile_buses.append(BusProfile(name=d, kind="gbe_probe", signals=sigs,
+                                        clock_hz=None if timing else 1e12 / periods[0],
+                                        link_bps=sc.link.rate_gbps * 1e9))
+    for f in model.frames:
+        a, z = int(to_sample(f.start_ps)), int(to_sample(f.end_ps))
+        probed = f.link in directions
+        st = f.start_ps + 7 * byte_ps
+        frames_out.append({
+            "link": f.link, "kind": f.kind, "seq": f.seq, "frame_bytes": f.frame_bytes,
+            "lost": f.lost, "probed": probed,
+            "wire_start_ps": f.start_ps, "wire_end_ps": f.end_ps,
+            "start_ps": int(sample_ps(a)), "end_ps": int(sample_ps(z)),
+            "wire_time_ps": int(sample_ps(z) - sample_ps(a)),
+            "sof_ps": int(sample_ps(to_sample(st))) if sc.link.sof else -1,
+            "truncated": bool(z >= nsamples),
+        })
+
+    # -- records, sorted as the decoders give them -------------------------------------------
+    records = np.concatenate(rec_parts) if rec_parts else np.zeros(0, RECORD_DTYPE)
+    order = np.lexsort((np.arange(len(records)), records["start_ps"]))
+    records = records[order]
+    ann = [ann[i] for i in order]
+    rec_dicts = []
+    for r, a in zip(records, ann):
+        d = record_to_dict(r)
+        d.update(a)
+        rec_dicts.append(d)
+    findings = np.concatenate(find_parts) if find_parts else np.zeros(0, FINDING_DTYPE)
+    findings = np.sort(findings, order="time_ps")
+
+    truth = {
+        "format": TRUTH_FORMAT,
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "mode": sc.mode,
+        "ad": sc.ad,
+        "gnt": sc.gnt,
+        "duration_ps": duration,
+        "sample_period_ps": p,
+        "samples": int(nsamples),
+        "buses": {b.cfg.name: {"kind": b.cfg.kind, "width": b.cfg.width, "clock_hz": 1e12 / b.period,
+                               "period_ps": b.period, "first_clock_ps": b.phase,
+                               "pc": b.cfg.pc, "bar": [b.cfg.nic.bar, b.cfg.nic.bar + 0x1FFFF],
+                               "mmrbc": b.cfg.mmrbc if b.cfg.kind == "pcix" else None}
+                  for b in buses},
+        "records": rec_dicts,
+        "findings": [{"time_ps": int(f["time_ps"]), "bus": str(f["bus"]), "kind": str(f["kind"]),
+                      "message": str(f["message"])} for f in findings],
+        "frames": frames_out,
+        "pauses": [{"start_ps": a, "end_ps": z} for a, z in model.pauses],
+        "packets": _packets(model, rec_time, first_word_time),
+        "occupancy": occupancy,
+    }
+    tb = TimeBase.timing(1e12 / p) if timing else TimeBase.state(clock_hz=1e12 / periods[0],
+                                                                  start_ps=periods[0] // 2)
+    meta = {"generator": "pcitrace simulate", "scenario": sc.name, "seed": sc.seed}
+    cap = Capture.from_arrays(arrays, tb, widths=widths, metadata=meta)
+    prof = Profile(profile_buses, source="memory")
+    return SimResult(cap, prof, truth, sc)
+
+
+def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
+    busy = (sig["frame_n"][:K] == 0) | (sig["irdy_n"][:K] == 0)
+    data = (sig["irdy_n"][:K] == 0) & (sig["trdy_n"][:K] == 0) & (sig["devsel_n"][:K] == 0) & busy
+    n_busy = int(busy.sum())
+    n_data = int(data.sum())
+    address = retry = 0
+    by_master = {m: 0 for m in MASTERS}
+    for t, r in zip(txns, recs):
+        hdr = (2 if t.pcix else 1)
+        if r["termination"] in ("retry", "split_response", "master_abort"):
+            retry += int(r["clocks"]) if r["termination"] == "retry" else 0
+            address += hdr if r["termination"] != "retry" else 0
+        else:
+            address += hdr
+        by_master[t.master] += int(r["clocks"])
+    wait = n_busy - n_data - address - retry
+    per = {m: v for m, v in by_master.items()}
+    return {
+        "clocks": int(K), "busy": n_busy, "fraction": n_busy / K if K else 0.0,
+        "data": n_data, "wait": wait, "address": address, "retry": retry,
+        "by_initiator": per, "period_ps": b.period,
+        "busy_ps": n_busy * b.period,
+    }
+
+
+def _txn_rows(txns, rec_time, first_word_time):
+    rows = []
+    for t in txns:
+        if id(t) not in rec_time:
+            continue
+        s, e = rec_time[id(t)]
+        rows.append({"start_ps": s, "end_ps": e, "bytes": t.nbytes, "purpose": t.purpose,
+                     "command": t.command, "termination": t.termination,
+                     "first_word_ps": first_word_time[id(t)]})
+    return rows
+
+
+def _packets(model: ModelResult, rec_time, first_word_time) -> list[dict]:
+    out = []
+    bus_of = {pc: None for pc in ("a", "b")}
+    for b in model.buses.values():
+        bus_of[b.cfg.pc] = b.cfg.name
+    for pk in model.packets:
+        csr = _txn_rows(pk.csr_txns, rec_time, first_word_time)
+        tx = _txn_rows(pk.tx_dma, rec_time, first_word_time)
+        rx = _txn_rows(pk.rx_dma, rec_time, first_word_time)
+        tx_irq = _txn_rows(pk.tx_irq_csr, rec_time, first_word_time)
+        rx_irq = _txn_rows(pk.rx_irq_csr, rec_time, first_word_time)
+        data_tx = [r for r in tx if r["purpose"] in ("data_read", "split_completion") and r["bytes"]]
+        data_rx = [r for r in rx if r["purpose"] == "data_write"]
+        f = pk.frame
+        d = {
+            "seq": pk.seq, "src": pk.src, "dst": pk.dst, "user_bytes": pk.user_bytes,
+            "frame_bytes": pk.frame_bytes, "lost": pk.lost,
+            "send_bus": bus_of[pk.src], "recv_bus": bus_of[pk.dst],
+            "app_send_ps": pk.send_app_ps,
+            "csr": csr,
+            "csr_start_ps": csr[0]["start_ps"] if csr else -1,
+            "csr_end_ps": csr[-1]["end_ps"] if csr else -1,
+            "csr_retries": sum(r["termination"] == "retry" for r in csr),
+            "first_dma_ps": tx[0]["start_ps"] if tx else -1,
+            "tx_dma": tx,
+            "tx_bytes": sum(r["bytes"] for r in data_tx),
+            "tx_first_word_ps": data_tx[0]["first_word_ps"] if data_tx else -1,
+            "tx_dma_end_ps": data_tx[-1]["end_ps"] if data_tx else -1,
+            "wire_start_ps": f.start_ps if f else -1,
+            "wire_end_ps": f.end_ps if f else -1,
+            "wire_time_ps": (f.end_ps - f.start_ps) if f else -1,
+            "rx_dma": rx,
+            "rx_bytes": sum(r["bytes"] for r in data_rx),
+            "rx_first_word_ps": data_rx[0]["first_word_ps"] if data_rx else -1,
+            "rx_dma_end_ps": rx[-1]["end_ps"] if rx else -1,
+            "tx_irq_csr_start_ps": tx_irq[0]["start_ps"] if tx_irq else -1,
+            "rx_irq_csr_start_ps": rx_irq[0]["start_ps"] if rx_irq else -1,
+        }
+        d["csr_setup_ps"] = (d["first_dma_ps"] - d["csr_start_ps"]) if csr and tx else -1
+        d["send_to_recv_ps"] = (d["rx_first_word_ps"] - d["tx_first_word_ps"]) \
+            if d["rx_first_word_ps"] >= 0 and d["tx_first_word_ps"] >= 0 else -1
+        d["tx_interrupt_delay_ps"] = (d["tx_irq_csr_start_ps"] - tx[-1]["end_ps"]) if tx and tx_irq else -1
+        d["rx_interrupt_delay_ps"] = (d["rx_irq_csr_start_ps"] - rx[-1]["end_ps"]) if rx and rx_irq else -1
+        out.append(d)
+    return out
+
+
+def file_profile(profile: Profile, capture: Capture) -> Profile:
+    """The profile of the written file: .sr and VCD files hold vector channels as bit
+    channels ``X0..X{n-1}``, so vectors become lists of those."""
+    buses = []
+    for b in profile.buses:
+        sigs = {}
+        for k, v in b.signals.items():
+            w = capture.channel(v).width if isinstance(v, str) else 1
+            sigs[k] = [f"{v}{i}" for i in range(w)] if w > 1 else v
+        buses.append(dataclasses.replace(b, signals=sigs))
+    return Profile(buses, source="memory")
+
+
+def output_paths(path: str | os.PathLike) -> tuple[Path, Path, Path]:
+    """NAME.sr / NAME.vcd -> (capture, NAME.profile.toml, NAME.truth.json)."""
+    path = Path(path)
+    name = path.name
+    for ext in (".sr", ".vcd"):
+        if name.lower().endswith(ext):
+            stem = name[: -len(ext)]
+            break
+    else:
+        raise PcitraceError("the output must end in .sr or .vcd", path=path,
+                            fix="name the capture NAME.sr or NAME.vcd")
+    return path, path.with_name(stem + ".profile.toml"), path.with_name(stem + ".truth.json")
+
+
+def truth_json(truth: dict) -> str:
+    return json.dumps(truth, indent=1, sort_keys=False) + "\n"
+
+
+def write_outputs(result: SimResult, path: str | os.PathLike) -> tuple[Path, Path, Path]:
+    """Write the capture (by extension), NAME.profile.toml and NAME.truth.json, atomically."""
+    cap_path, prof_path, truth_path = output_paths(path)
+    if not cap_path.parent.exists():
+        raise PcitraceError("the output directory does not exist", path=cap_path.parent,
+                            fix="create it or choose another -o path")
+    write_capture(result.capture, cap_path)
+    save_profile(file_profile(result.profile, result.capture), prof_path)
+    with atomic_path(truth_path) as tmp:
+        Path(tmp).write_text(truth_json(result.truth), encoding="utf-8")
+    return cap_path, prof_path, truth_path

@@ -1,0 +1,120 @@
+"""From the model's transactions (:class:`pcitrace.sim.model.Txn`) to the renderer's TxnSpec.
+
+The model schedules the bus, so it must know how many clocks the renderer will draw for each
+transaction; :func:`spec_clocks` follows the renderer's layout rules (pcitrace.sim.bus) and
+:func:`to_specs` checks afterwards that the drawn start/end clocks are the scheduled ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pcitrace.decode.facts import command_code
+from pcitrace.sim.bus import TxnSpec, is_read
+from pcitrace.sim.model import Txn
+
+MASTERS = ("nic", "host", "other")
+MASTER_INDEX = {m: i for i, m in enumerate(MASTERS)}
+DEVSEL_NAMES = {1: "fast", 2: "medium", 3: "slow"}
+
+
+def _code(t: Txn) -> int:
+    return command_code(t.command, "pcix" if t.pcix else "pci")
+
+
+def _first_offset(t: Txn, code: int) -> tuple[int, int]:
+    """(header clocks, clocks from the last header clock to the first data / stop clock)."""
+    header = 2 if t.pcix else 1
+    read = is_read(code, "pcix" if t.pcix else "pci")
+    if t.termination == "split_response":
+        decode = t.devsel + 1
+    elif t.termination == "retry":
+        decode = t.devsel
+    else:
+        decode = max(t.devsel, 2 if read else 1)
+    return header, max(decode, 1 + t.initial_waits)
+
+
+def phases(t: Txn) -> int:
+    if t.termination in ("retry", "split_response"):
+        return 0
+    wb = t.width // 8
+    first = t.address % wb
+    return max(1, -(-(first + t.nbytes) // wb))
+
+
+def spec_clocks(t: Txn) -> int:
+    """Clocks the renderer draws for ``t``, address phase to the last FRAME#/IRDY# clock."""
+    code = _code(t)
+    header, first = _first_offset(t, code)
+    if t.termination == "retry":
+        return header + first + 1            # STOP# clock, then FRAME# released with IRDY#
+    if t.termination == "split_response":
+        return header + first
+    p = phases(t)
+    waits = 0
+    if t.wait_every and not t.pcix:
+        waits = (p - 1) // t.wait_every
+    extra = 1 if (t.termination == "disconnect_with_data" and not t.pcix) else 0
+    return header + first + (p - 1) + waits + extra
+
+
+def _words(t: Txn) -> tuple[np.ndarray, np.ndarray]:
+    """Data words and asserted-low byte enables of the completed phases."""
+    wb = t.width // 8
+    p = phases(t)
+    off = t.address % wb
+    buf = bytearray(p * wb)
+    data = t.data[:t.nbytes] if t.data else bytes(t.nbytes)
+    buf[off:off + len(data)] = data
+    en = np.zeros(p * wb, bool)
+    en[off:off + t.nbytes] = True
+    if wb == 8:
+        words = np.frombuffer(bytes(buf), "<u8").copy()
+    else:
+        words = np.frombuffer(bytes(buf), "<u4").astype(np.uint64)
+    en = en.reshape(p, wb)
+    be = (~(en * (1 << np.arange(wb))).sum(axis=1)) & ((1 << wb) - 1)
+    return words, be.astype(np.uint8)
+
+
+def to_spec(t: Txn, prev_end: int) -> TxnSpec:
+    code = _code(t)
+    header, first = _first_offset(t, code)
+    idle = t.start - prev_end - 1
+    wide = t.width == 64
+    term = t.termination
+    if t.pcix and term == "disconnect_with_data":
+        term = "disconnect_adb"
+    kw = dict(command=code, address=t.address & ~(t.width // 8 - 1) if t.nbytes else t.address,
+              devsel=DEVSEL_NAMES[t.devsel], termination=term, idle_before=idle,
+              master=MASTER_INDEX[t.master], req64=wide)
+    if t.pcix:
+        kw.update(requester=max(t.requester, 0), tag=max(t.tag, 0))
+        if t.byte_count > 0:
+            kw["byte_count"] = t.byte_count
+    if term in ("retry", "split_response"):
+        kw["target_waits"] = {0: first - 1}
+        if t.pcix and code in (0x2, 0x3, 0x6, 0xA, 0xB):
+            kw["byte_enables"] = 0x0
+        return TxnSpec(**kw)
+    words, be = _words(t)
+    kw["data"] = words
+    kw["byte_enables"] = be
+    tw = {0: first - 1}
+    if t.wait_every and not t.pcix:
+        for k in range(t.wait_every, len(words), t.wait_every):
+            tw[k] = 1
+    kw["target_waits"] = tw
+    if term == "disconnect_adb":
+        kw["stop_phases"] = 1
+    return TxnSpec(**kw)
+
+
+def to_specs(txns: list[Txn]) -> list[TxnSpec]:
+    out = []
+    prev_end = -1
+    for t in txns:
+        out.append(to_spec(t, prev_end))
+        prev_end = t.start + t.clocks - 1
+    return out
