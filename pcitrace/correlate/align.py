@@ -137,6 +137,119 @@ def _coarse_offset(cap: np.ndarray, run_sorted: np.ndarray, tol: float) -> float
     return best[1]
 
 
+def _anchor_candidates(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float,
+                       limit: int = 8) -> list[tuple[int, int]]:
+    """Plausible (capture index, run index) pairs to start tracking from.
+
+    - the first capture packet against every run packet, scored by how well the next few
+      capture intervals fit the run (vectorised; the best few are kept);
+    - stream start against stream start (a capture that saw the whole test);
+    - the numbering that makes the capture's packets cover the most run numbers.
+    """
+    cands: list[tuple[int, int]] = []
+    head_n = int(min(len(cap), 24))
+    m = len(run)
+    for i0 in range(min(3, len(cap))):
+        rel = cap[i0:i0 + head_n] - cap[i0]
+        scores = np.empty(m)
+        chunk = max(1, 2_000_000 // max(head_n, 1))
+        for a in range(0, m, chunk):
+            js = np.arange(a, min(m, a + chunk))
+            pred = run[js][:, None] + rel[None, :]
+            pos = np.clip(np.searchsorted(run, pred), 1, m - 1)
+            res = np.minimum(np.abs(pred - run[pos - 1]), np.abs(pred - run[pos]))
+            scores[js] = np.minimum(res, tol).sum(axis=1)
+        for j in np.argsort(scores, kind="stable")[:limit]:
+            cands.append((i0, int(j)))
+    cands.append((0, int(np.argmin(run))))
+    # Numbering cover: capture i <-> number n0 + i, n0 chosen so most numbers are observed.
+    lo, hi = int(rnum.min()), int(rnum.max())
+    if hi - lo < 10 * (len(cap) + m):
+        present = np.zeros(hi - lo + len(cap) + 1, np.int64)
+        present[rnum - lo] = 1
+        csum = np.concatenate([[0], np.cumsum(present)])
+        starts = np.arange(0, hi - lo + 1)
+        cover = csum[np.minimum(starts + len(cap), len(present))] - csum[starts]
+        n0 = lo + int(np.argmax(cover))
+        order = np.argsort(rnum)
+        first_obs = int(np.searchsorted(rnum[order], n0))
+        if first_obs < m:
+            j = int(order[first_obs])
+            i = int(rnum[j]) - n0
+            if 0 <= i < len(cap):
+                cands.append((i, j))
+    seen, out = set(), []
+    for c in cands:
+        if c not in seen:
+            seen.add(c)
+            out.append(c)
+    return out
+
+
+def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: int, jl: int,
+           lookahead: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Walk the capture in time order from the pair (il, jl), pairing each packet with the run
+    packet that continues the numbering from the last pair, checked against the intervals.
+
+    Interval shape alone cannot tell apart a regular stream shifted by whole packets, and the
+    sender's stalls (tens of us in real UDPmon runs) make a single offset drift by several
+    spacings across a loss gap. Numbering does not drift: after a pair (i, n), capture packet
+    i + k is packet n + k unless the intervals say the capture skipped packets (then a later
+    run packet fits the capture interval better) or the run lacks n + k (lost: left unpaired,
+    and the interval decides whether the capture shows it or jumps past it).
+    """
+    n_cap = len(cap)
+    num_to_j = {int(v): j for j, v in enumerate(rnum)}
+    order_n = np.argsort(rnum, kind="stable")
+    nums_sorted, times_by_num = rnum[order_n], run[order_n].astype(float)
+    pairs_i, pairs_j = [il], [jl]
+    for i in range(il + 1, n_cap):
+        step = i - il
+        dc = float(cap[i] - cap[il])
+        # Candidates are scored by relative interval error, so that a capture jumping over
+        # a loss gap (600 us vs the run's 683 us) still beats "this is the next number".
+        best = None  # (relative error, priority, j or -1 for a number the run lost)
+        t = int(rnum[jl]) + step
+        jt = num_to_j.get(t)
+        if jt is not None and jt > jl:
+            best = (_rel(dc, float(run[jt] - run[jl])), 0, jt)
+        elif jt is None and nums_sorted[0] < t < nums_sorted[-1]:
+            tt = float(np.interp(t, nums_sorted, times_by_num))
+            best = (_rel(dc, tt - float(run[jl])), 0, -1)
+        for j in range(jl + 1, min(len(run), jl + 1 + lookahead)):
+            if j != jt:
+                # Not the numbered successor: it has to fit the interval on its own.
+                sc = _rel(dc, float(run[j] - run[jl]))
+                if (sc <= 0.5 or abs(dc - float(run[j] - run[jl])) <= tol) and (best is None or (sc, 1, j) < best):
+                    best = (sc, 1, j)
+        if best is None or best[2] < 0:
+            continue  # nothing fits, or the run lost this packet: unpaired (named later)
+        pairs_i.append(i)
+        pairs_j.append(best[2])
+        il, jl = i, best[2]
+    return np.array(pairs_i, np.int64), np.array(pairs_j, np.int64)
+
+
+def _rel(a: float, b: float) -> float:
+    m = max(abs(a), abs(b))
+    return abs(a - b) / m if m > 0 else 0.0
+
+
+def _best_track(cap, run, rnum, tol):
+    best = None
+    for i0, j0 in _anchor_candidates(cap, run, rnum, tol):
+        ci, rj = _track(cap, run, rnum, tol, i0, j0)
+        # Pairs whose offset hardly moves from the previous pair's: a true alignment keeps
+        # the offset steady except at sender stalls; a whole-packet shift breaks it wherever
+        # the intervals are irregular.
+        d = (cap[ci] - run[rj]).astype(float)
+        steady = int(np.sum(np.abs(np.diff(d)) <= tol / 2)) if len(d) > 1 else 0
+        key = (steady, len(ci))
+        if best is None or key > best[0]:
+            best = (key, ci, rj)
+    return best[1], best[2]
+
+
 def _fit(run_t: np.ndarray, cap_t: np.ndarray) -> tuple[float, float]:
     """capture = run * (1 + slope) + offset, robust to a few outliers (two passes)."""
     x = (run_t - run_t[0]).astype(float)
@@ -186,18 +299,10 @@ def align(capture_times_ps, run_times_ps, capture_seq=None, run_seq=None, *,
         tolerance_ps = max(spacing / 3.0, 1.0)
     tol = float(tolerance_ps)
 
-    offset = _coarse_offset(cap_s, run_s, tol)
-    slope = 0.0
-    for _ in range(3):
-        pred = run_s + offset + slope * (run_s - run_s[0])
-        ci, rj, _d = _nearest_matches(cap_s, pred, tol)
-        if len(ci) < 2:
-            break
-        off0, slope_new = _fit(run_s[rj], cap_s[ci])
-        offset = off0 + slope_new * run_s[0]  # re-anchor at run_s[0]
-        slope = slope_new
-    pred = run_s + offset + slope * (run_s - run_s[0])
-    ci, rj, _d = _nearest_matches(cap_s, pred, tol)
+    rnum_s = rseq[rorder] if rseq is not None else np.arange(len(run_s), dtype=np.int64)
+    ci, rj = _best_track(cap_s, run_s, rnum_s, tol)
+    offset, slope = (_fit(run_s[rj], cap_s[ci]) if len(ci) >= 2 else (float(cap_s[0] - run_s[0]), 0.0))
+    offset = offset + slope * run_s[0]  # anchored at run_s[0] below
     method = "interval"
     mismatched = 0
     shift = 0
@@ -278,5 +383,20 @@ def _infer_numbers(n_cap, corder, ci, rj, rorder, rseq, cseq, shift) -> np.ndarr
     gaps = np.flatnonzero((np.diff(ci) > 1) & (np.diff(nums) == np.diff(ci)))
     for a in gaps:  # one iteration per loss gap, not per packet
         num_sorted[ci[a] + 1:ci[a + 1]] = np.arange(nums[a] + 1, nums[a + 1])
+    # Before the first and after the last pair: count outwards, where the run lacks those
+    # numbers (a sender-side capture shows the packets the receiver lost at the ends too).
+    observed = set(rs.tolist())
+    lo_n, hi_n = int(rs.min()), int(rs.max())
+    first_i, last_i = int(ci[0]), int(ci[-1])
+    for i in range(first_i - 1, -1, -1):
+        n = int(nums[0]) - (first_i - i)
+        if n < lo_n or n in observed:
+            break
+        num_sorted[i] = n
+    for i in range(last_i + 1, n_cap):
+        n = int(nums[-1]) + (i - last_i)
+        if n > hi_n or n in observed:
+            break
+        num_sorted[i] = n
     out[corder] = num_sorted
     return out
