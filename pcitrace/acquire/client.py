@@ -300,7 +300,10 @@ class SumpClient:
         try:
             while len(buf) < total:
                 try:
-                    chunk = self.ser.read(min(total - len(buf), 1 << 16))
+                    # Ask only for what is waiting (or one byte): pyserial drops the bytes of
+                    # an unfinished read() when the port vanishes, and those are the samples
+                    # a cut transfer must keep.
+                    chunk = self.ser.read(min(total - len(buf), max(1, self.ser.in_waiting)))
                 except (serial.SerialException, OSError) as exc:
                     error = PcitraceError(
                         f"{self.port} went away after {len(buf)} of {total} bytes ({exc})",
@@ -328,7 +331,10 @@ class SumpClient:
         except KeyboardInterrupt:
             interrupted = True
         finally:
-            self.ser.timeout = self.timeout_s
+            try:
+                self.ser.timeout = self.timeout_s
+            except (serial.SerialException, OSError):
+                pass    # the port is gone; the error above says so
         if error is not None or interrupted:
             try:   # stop the device so the next capture starts clean
                 self.reset()

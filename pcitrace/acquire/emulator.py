@@ -13,7 +13,7 @@ Deliberate limits, stated: external clock, noise filter and test modes are accep
 ignored; a stage counts as configured once any of its three registers was written since
 the last reset (the hardware's unconfigured stages, mask 0, would match at once).
 
-The fault mode stops after ``fault_after`` bytes of sample data: ``"close"`` closes the pty
+``bytes_per_s`` paces the transfer like a slow serial link. The fault mode stops after ``fault_after`` bytes of sample data: ``"close"`` closes the pty
 (a pulled USB cable), ``"hang"`` keeps it open and goes silent.
 """
 
@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import fcntl
 import os
 import select
+import struct
 import termios
 import threading
+import time
 import tty
 
 import numpy as np
@@ -70,7 +73,7 @@ class SumpEmulator:
     def __init__(self, capture: Capture, *, probes: list[str] | None = None,
                  memory: int = DEFAULT_MEMORY, max_rate_hz: int = DEFAULT_MAX_RATE,
                  fault_after: int | None = None, fault_mode: str = "close",
-                 name: str = "pcitrace SUMP emulator"):
+                 bytes_per_s: float | None = None, name: str = "pcitrace SUMP emulator"):
         lines = probe_lines(capture)
         by_name = {ln[0]: ln for ln in lines}
         if probes is None:
@@ -103,6 +106,9 @@ class SumpEmulator:
                                     sample_memory=int(memory), max_rate_hz=int(max_rate_hz),
                                     protocol_version=2)
         self.fault_after = fault_after
+        # A link speed (e.g. 11520 for 115200 baud); None: as fast as the pty takes it.
+        self.bytes_per_s = bytes_per_s
+        self._credit_at = None
         self.fault_mode = fault_mode
         self.received = bytearray()
         self.log: list[tuple[int, int | None]] = []
@@ -336,10 +342,23 @@ class SumpEmulator:
                 if w and self._pending and not self.faulted:
                     self._write(master)
                     if self.faulted and self.fault_mode == "close":
-                        self._close_fds()
+                        self._drain_then_close()
                         return
         finally:
             pass
+
+    def _drain_then_close(self, limit_s: float = 2.0) -> None:
+        """Close the pty once the client has read what was sent: Linux drops a pty's unread
+        bytes when the master closes, and the cable is pulled after they crossed it."""
+        deadline = time.monotonic() + limit_s
+        quiet = 0
+        # The kernel moves written bytes to the reader's queue asynchronously, so an empty
+        # queue must stay empty for a few polls before it means "read".
+        while time.monotonic() < deadline and not self._stop.is_set() and quiet < 5:
+            waiting = struct.unpack("i", fcntl.ioctl(self._slave, termios.FIONREAD, b"\0\0\0\0"))[0]
+            quiet = quiet + 1 if waiting == 0 else 0
+            time.sleep(0.01)
+        self._close_fds()
 
     def _parse(self, inbuf: bytearray) -> None:
         while inbuf:
@@ -356,6 +375,15 @@ class SumpEmulator:
 
     def _write(self, master: int) -> None:
         n = min(len(self._pending), 4096)
+        if self.bytes_per_s:
+            now = time.monotonic()
+            if self._credit_at is None or now - self._credit_at > 0.5:
+                self._credit_at = now - 1.0 / self.bytes_per_s
+            n = min(n, int((now - self._credit_at) * self.bytes_per_s))
+            if n <= 0:
+                time.sleep(min(0.01, 1.0 / self.bytes_per_s))
+                return
+            self._credit_at += n / self.bytes_per_s
         if self.fault_after is not None and self._data_at is not None:
             n = min(n, max(0, self._data_at + self.fault_after - self.sent_data))
             if n == 0:
