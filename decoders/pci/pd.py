@@ -558,7 +558,7 @@ class Decoder(srd.Decoder):
             if I and p is not None and p[0] and not p[1] and p[2] != cbe:
                 self.finding(s, 'byte_enables_changed_in_wait',
                              'C/BE# changed from %X to %X during a wait state' % (p[2], cbe))
-            t.prev_data_clock = (I, completed, cbe)
+            t.prev_data_clock = (I, completed or S, cbe)
 
     def split_message(self, s, v):
         cls = (v >> 28) & 0xF
