@@ -510,13 +510,13 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
                          s.parity_error is not None, 64 if wide else 32, gnt) + px + (dbase,))
         else:
             rows.append((end - A + 1, "unknown", False, 0, P, devsel_rec, rt, r_iw, tot_tw,
-                         False, 64 if wide else 32, gnt) + px + (0,))
+                         False, 64 if wide else 32, gnt) + px + (dbase,))
         if first_data is not None and first_data - A > MAX_INITIAL_LATENCY:
             late.append((t, first_data - A))
         if s.parity_error is not None:
             pe = int(s.parity_error)
             if pe < 0:
-                par_flips.append((A + 1, t, "address phase"))
+                par_flips.append((A, t, "address phase"))
             elif pe < P:
                 par_flips.append((-1 - (dbase + pe), t, f"data phase {pe}"))
             else:
@@ -608,29 +608,26 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     wide_w = rec["width"][rec_of_word] == 64
     lo_be = all_be & 0xF
     nbytes = np.where(wide_w, 8 - np.bitwise_count(all_be), 4 - np.bitwise_count(lo_be)).astype(np.int64)
+    words = np.zeros(nd, WORD_DTYPE)
+    words["record"] = rec_of_word
+    words["time_ps"] = times[data_clocks]
     if with_ad:
         rec["bytes"] = np.bincount(rec_of_word, weights=nbytes, minlength=ntx).astype(np.int64)
-        words = np.zeros(nd, WORD_DTYPE)
-        words["record"] = rec_of_word
-        words["time_ps"] = times[data_clocks]
         words["value"] = all_ad
         words["byte_enables"] = np.where(wide_w, all_be, lo_be)
     else:
+        # No AD / C/BE# captured: every data phase still has its time; value and C/BE# read 0.
         rec["bytes"] = t_phases * (rec["width"] // 8)
-        words = np.zeros(0, WORD_DTYPE)
-
     flist = []
     for t, lat in late:
         flist.append((int(rec["start_ps"][t]), bus, "initial_latency",
                       f"{lat} clocks from the address phase to the first data phase"))
     for c, t, what in par_flips:
         if c < 0:
-            c = int(data_clocks[-1 - c]) + 1
-        if c >= total:
-            raise AssertionError("parity clock past the end")
-        par[c] ^= 1
+            c = int(data_clocks[-1 - c])
+        par[c + 1] ^= 1          # PAR covers the previous clock's AD and C/BE#
         if with_ad:
-            flist.append((int(times[c]), bus, "parity_error", f"PAR wrong after the {what}"))
+            flist.append((int(times[c]), bus, "parity_error", f"PAR wrong for the {what}"))
     findings = np.array(sorted(flist), dtype=FINDING_DTYPE) if flist else np.zeros(0, FINDING_DTYPE)
     return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,
                        with_ad, t_start, t_end)
@@ -656,6 +653,10 @@ class CaptureTruth:
     records: np.ndarray
     words: np.ndarray
     findings: np.ndarray
+
+    def __iter__(self):
+        """Unpacks as (capture, profile, records, words)."""
+        return iter((self.capture, self.profile, self.records, self.words))
 
 
 def _bus_channels(rb: RenderedBus, prefix: str, with_ad: bool, bits: bool):
@@ -692,8 +693,8 @@ def _bus_channels(rb: RenderedBus, prefix: str, with_ad: bool, bits: bool):
 
 def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock: int | None = None,
                samplerate_hz: float | None = None, with_ad: bool | None = None,
-               prefix: bool | None = None, bits: bool = False, bars: Sequence[tuple[int, int]] = ()
-               ) -> CaptureTruth:
+               prefix: bool | None = None, bits: bool = False, bars: Sequence[tuple[int, int]] = (),
+               glitches: Sequence[tuple[str, str, int]] = ()) -> CaptureTruth:
     """A Capture (plus its Profile and re-timed truth) of one or more rendered buses.
 
     State mode (default): one sample per clock; every bus must share one clock frequency.
@@ -703,6 +704,10 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
     ``with_ad`` False leaves AD, C/BE#, PAR, PAR64 out (default: as each bus was rendered).
     ``prefix``: channel names ``BUS.FRAME#`` (default when there is more than one bus).
     ``bits``: AD / C/BE# as one channel per line (``AD0``..) instead of vector channels.
+    ``glitches``: (bus, canonical 1-bit signal, clock) - timing mode only: that line flips for
+    one sample in the middle of the clock period (after the quarter-period change, before the
+    next edge), a ``glitch`` finding at the time of that sample; the sampled values and so
+    the records do not change.
     """
     from pcitrace.capture.model import Capture, TimeBase
     from pcitrace.capture.profile import BusProfile, NicIdentity, Profile
@@ -754,7 +759,26 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
             sigs["clk"] = pre + "CLK"
             edge = np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
             new_t = np.rint(edge * (1e12 / samplerate_hz)).astype(np.int64)
+            gl = []
+            for gbus, canon, c in glitches:
+                if gbus != b.bus:
+                    continue
+                name = sigs.get(canon)
+                if not isinstance(name, str) or name not in arr or name in widths:
+                    raise PcitraceError(f"cannot glitch {canon!r} on bus {b.bus}",
+                                        fix="glitch a captured 1-bit control line")
+                if not 0 <= c < b.clocks - 1:
+                    raise PcitraceError(f"glitch clock {c} outside bus {b.bus}", fix="pick a clock inside the bus")
+                s = int(edge[c] + np.floor(0.5 / ratio))
+                if not (edge[c] + 0.25 / ratio + 1 <= s < edge[c + 1]):
+                    raise PcitraceError("too few samples per clock for a glitch", fix="sample at 6+ per clock")
+                arr[name][s] ^= 1
+                gl.append((int(np.rint(s * 1e12 / samplerate_hz)), b.bus, "glitch",
+                           f"{CHANNEL_NAMES[canon]} changed twice within one clock"))
         else:
+            if any(g[0] == b.bus for g in glitches):
+                raise PcitraceError("glitches exist only in timing captures", fix="give samples_per_clock")
+            gl = []
             arr = {k: (np.concatenate((v, np.full(n_samples - len(v), v[-1], v.dtype)))
                        if len(v) < n_samples else v) for k, v in arr.items()}
             new_t = old_t
@@ -775,13 +799,17 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
             r["address"] = 0
             r["dac"] = False
             r["parity_error"] = False
+            r["tag"] = r["requester"] = r["byte_count"] = -1
+            r["relaxed_ordering"] = r["no_snoop"] = False
             r["bytes"] = r["data_phases"] * (r["width"] // 8)
-            r["data_index"] = 0
-            w = w[:0]
+            w["value"] = 0
+            w["byte_enables"] = 0
             f = f[f["kind"] != "parity_error"]
             if b.with_ad and np.any(b.records["dac"]):
                 raise PcitraceError(f"bus {b.bus}: the truth of DAC transactions without AD differs",
                                     fix="render the bus with with_ad=False")
+        if gl:
+            f = np.concatenate((f, np.array(gl, FINDING_DTYPE)))
         recs.append(r)
         words.append(w)
         finds.append(f)
@@ -800,22 +828,18 @@ def merge_truth(records: Sequence[np.ndarray], words: Sequence[np.ndarray],
     offs = np.cumsum([0] + [len(r) for r in records])
     woffs = np.cumsum([0] + [len(w) for w in words])
     rec = np.concatenate(records) if records else np.zeros(0, RECORD_DTYPE)
-    has_words = np.concatenate([np.full(len(r), len(w) > 0, bool) for r, w in zip(records, words)]) \
-        if records else np.zeros(0, bool)
     wds = np.concatenate([w.copy() for w in words]) if words else np.zeros(0, WORD_DTYPE)
     for i, w in enumerate(words):
         wds["record"][woffs[i]:woffs[i + 1]] += offs[i]
     order = np.argsort(rec["start_ps"], kind="stable")
     rec = rec[order]
-    has_words = has_words[order]
     new_index = np.empty(len(order), np.int64)
     new_index[order] = np.arange(len(order))
     if len(wds):
         wds["record"] = new_index[wds["record"]]
         wds = wds[np.argsort(wds["record"], kind="stable")]
-    # data_index = the first word of each record (or where it would be, with no words)
-    rec["data_index"] = np.searchsorted(wds["record"], np.arange(len(rec))) if len(wds) else 0
-    rec["data_index"][~has_words] = 0 if not len(wds) else rec["data_index"][~has_words]
+    # data_index = the first word of each record (where it would be for a record without data)
+    rec["data_index"] = np.searchsorted(wds["record"], np.arange(len(rec))) if len(rec) else 0
     f = np.concatenate(findings) if len(findings) else np.zeros(0, FINDING_DTYPE)
     f = f[np.argsort(f["time_ps"], kind="stable")]
     return rec, wds, f

@@ -1,0 +1,298 @@
+"""Hypothesis strategies: legal PCI / PCI-X bus activity with its truth, and activity with faults.
+
+For the decoders' property tests::
+
+    @given(captures_with_truth(mode="pcix", width=64))
+    def test_x(ct):
+        capture, profile, records, words = ct      # or ct.findings as well
+
+``bus_activity`` draws lists of :class:`~pcitrace.sim.bus.TxnSpec` that obey the PCI rules
+(every command, every termination, initiator/target waits, 64-bit, DAC, PCI-X attributes,
+split responses followed by their split completions, fast back-to-back, several masters).
+``faulty_activity`` adds faults (glitches, TRDY#/STOP# without DEVSEL#, IRDY# outside a
+transaction, C/BE# changing in a wait, excessive initial latency, parity errors) and says which
+findings they must cause.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import strategies as st
+
+from pcitrace.decode.facts import PCIX_DWORD_COMMANDS
+from pcitrace.decode.records import FINDING_DTYPE
+from pcitrace.sim.bus import CaptureTruth, RenderedBus, TxnSpec, is_read, render, to_capture
+
+PCI_CLOCKS = (33_333_333.0, 66_666_667.0)
+PCIX_CLOCKS = (66_666_667.0, 100_000_000.0, 133_333_333.0)
+ADB = 128   # PCI-X allowable disconnect boundary (bytes)
+
+_MEMORY = {"pci": (0x6, 0x7, 0xC, 0xE, 0xF), "pcix": (0x6, 0x7, 0x8, 0x9, 0xE, 0xF)}
+
+
+def _commands(mode: str) -> list[int]:
+    return [c for c in range(16) if c != 0xD]
+
+
+@st.composite
+def txn_specs(draw, *, mode: str = "pci", width: int = 32, masters: int = 1, prev: TxnSpec | None = None,
+              max_phases: int = 16, first: bool = False) -> TxnSpec:
+    """One legal transaction (``prev``: the one before it on the bus, for fast back-to-back)."""
+    pcix = mode == "pcix"
+    cmd = draw(st.sampled_from(_commands(mode)))
+    read = is_read(cmd, mode)
+    memory = cmd in _MEMORY[mode]
+    dword = pcix and cmd in PCIX_DWORD_COMMANDS
+    wide = width == 64 and memory and not dword and draw(st.booleans())
+    ack64 = draw(st.booleans()) if wide and draw(st.integers(0, 4)) == 0 else None  # mostly acknowledged
+    bpp = 8 if (wide and ack64 is not False) else 4
+
+    # Terminations this command may see.
+    terms = ["normal"] * 4 + ["retry", "disconnect_with_data", "disconnect_without_data", "target_abort",
+                              "master_abort"]
+    if pcix:
+        terms = ["normal"] * 4 + ["retry", "target_abort", "master_abort"]
+        if read or cmd in (0x3, 0xB):          # non-posted: may be split
+            terms += ["split_response"] * 2
+        if not dword:
+            terms += ["disconnect_adb", "single_phase_disconnect", "disconnect_with_data",
+                      "disconnect_without_data"]
+    if cmd == 0x1:   # special cycles are broadcast: nobody claims them
+        terms = ["master_abort"]
+    term = draw(st.sampled_from(terms))
+
+    maxp = 1 if dword else max_phases
+    if term in ("retry", "split_response", "master_abort"):
+        P = 0
+    elif term == "target_abort":
+        P = draw(st.integers(0, maxp))
+    elif term == "single_phase_disconnect":
+        P = 1
+    elif term == "disconnect_adb":
+        P = draw(st.integers(1, min(maxp, ADB // bpp)))
+    else:
+        P = draw(st.integers(1, maxp))
+
+    # Address: DAC for memory above 4 GiB (or forced with a low address now and then).
+    if term == "disconnect_adb":
+        base = draw(st.integers(0, (1 << 25) - 1)) * ADB
+        address = base + ADB - P * bpp
+        dac = None
+    elif memory and draw(st.integers(0, 4)) == 0:
+        address = draw(st.integers(1 << 32, (1 << 64) - 1)) & ~(bpp - 1)
+        dac = None
+    else:
+        address = draw(st.integers(0, (1 << 32) - 1)) & ~(bpp - 1 if memory else 0)
+        dac = True if memory and draw(st.integers(0, 9)) == 0 else None
+
+    vmax = (1 << 64) - 1 if bpp == 8 else (1 << 32) - 1
+    data = draw(st.lists(st.integers(0, vmax), min_size=P, max_size=P))
+    bemax = 0xFF if bpp == 8 else 0xF
+    if draw(st.booleans()):
+        be = draw(st.lists(st.integers(0, bemax), min_size=P, max_size=P))
+    else:
+        be = None
+    if dword and term in ("retry", "split_response", "master_abort", "target_abort") and P == 0:
+        be = draw(st.integers(0, 0xF))        # the DWORD byte enables ride in the attribute phase
+
+    stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
+    slots = P + 1 if stop_slot else max(P, 1)
+    if pcix:
+        iw = {}
+        tw = {0: draw(st.integers(0, 6))}
+    else:
+        iw = draw(st.dictionaries(st.integers(0, slots - 1), st.integers(1, 3), max_size=3))
+        tw = draw(st.dictionaries(st.integers(0, slots - 1), st.integers(1, 3), max_size=3))
+        # keep the initial latency legal (<= 16 clocks to the first data phase)
+        if iw.get(0, 0) + tw.get(0, 0) > 10:
+            tw[0] = 0
+    devsel = "none" if term == "master_abort" else draw(st.sampled_from(
+        ["fast", "fast", "medium", "slow", "subtractive"]))
+    master_done = draw(st.booleans()) if term in ("retry", "disconnect_with_data", "disconnect_without_data",
+                                                  "target_abort", "master_abort") else None
+
+    master = draw(st.integers(0, masters - 1))
+    fb2b_ok = (not pcix and prev is not None and prev.master == master and not is_read(prev.command, mode))
+    idle = draw(st.integers(0 if fb2b_ok else 1, 4))
+    if first:
+        idle = max(idle, 2)
+
+    kw = {}
+    if pcix:
+        bus_no, dev, fn = draw(st.integers(0, 255)), draw(st.integers(0, 31)), draw(st.integers(0, 7))
+        if term in ("normal", "single_phase_disconnect") and not dword:
+            bc = max(1, min(4096, P * bpp - draw(st.integers(0, 3))))
+        else:
+            bc = draw(st.integers(max(1, P * bpp), 4096)) if P * bpp <= 4096 else 4096
+        kw = dict(requester=bus_no << 8 | dev << 3 | fn, tag=draw(st.integers(0, 31)),
+                  byte_count=bc, relaxed_ordering=draw(st.booleans()), no_snoop=draw(st.booleans()))
+    return TxnSpec(command=cmd, address=address, data=data, byte_enables=be, dac=dac, req64=wide,
+                   ack64=ack64, devsel=devsel, initiator_waits=iw, target_waits=tw, termination=term,
+                   master_done=master_done, stop_phases=draw(st.integers(1, 3)), idle_before=idle,
+                   master=master, **kw)
+
+
+def split_completion(req: TxnSpec, data: list[int], *, master: int, idle: int = 1, wide: bool = False) -> TxnSpec:
+    """The split completion answering ``req``: the completer writes the data back to the requester."""
+    bus_no, devfn = req.requester >> 8, req.requester & 0xFF
+    address = (req.tag & 0x1F) << 24 | bus_no << 16 | devfn << 8 | (req.address & 0x7F)
+    return TxnSpec(command=0xC, address=address, data=data, req64=wide, devsel="fast",
+                   target_waits={0: 0}, termination="normal", requester=req.requester, tag=req.tag,
+                   byte_count=req.byte_count, relaxed_ordering=req.relaxed_ordering, idle_before=idle,
+                   master=master)
+
+
+@st.composite
+def bus_activity(draw, *, mode: str = "pci", width: int = 32, with_ad: bool = True, masters: int = 1,
+                 min_txns: int = 1, max_txns: int = 8, max_phases: int = 16) -> list[TxnSpec]:
+    """A legal sequence of transactions on one bus (``with_ad`` is accepted for symmetry: the
+    activity is the same, only what a capture shows of it differs)."""
+    n = draw(st.integers(min_txns, max_txns))
+    specs: list[TxnSpec] = []
+    while len(specs) < n:
+        s = draw(txn_specs(mode=mode, width=width, masters=masters, prev=specs[-1] if specs else None,
+                           max_phases=max_phases, first=not specs))
+        specs.append(s)
+        if s.termination == "split_response" and len(specs) < n + 2 and draw(st.booleans()):
+            # the completer answers later with a split completion carrying the data
+            wide = width == 64 and s.req64 and draw(st.booleans())
+            nw = max(1, min(max_phases, -(-int(s.byte_count or 4) // (8 if wide else 4))))
+            data = draw(st.lists(st.integers(0, (1 << (64 if wide else 32)) - 1), min_size=nw, max_size=nw))
+            specs.append(split_completion(s, data, master=draw(st.integers(0, masters - 1)),
+                                          idle=draw(st.integers(1, 3)), wide=wide))
+    return specs
+
+
+@st.composite
+def rendered_buses(draw, *, mode: str | None = None, width: int | None = None, with_ad: bool | None = None,
+                   masters: int | None = None, max_txns: int = 8, bus: str = "pci") -> RenderedBus:
+    mode = draw(st.sampled_from(["pci", "pcix"])) if mode is None else mode
+    width = draw(st.sampled_from([32, 64])) if width is None else width
+    with_ad = draw(st.booleans()) if with_ad is None else with_ad
+    masters = draw(st.integers(1, 3)) if masters is None else masters
+    specs = draw(bus_activity(mode=mode, width=width, with_ad=with_ad, masters=masters, max_txns=max_txns))
+    if not with_ad:   # a control-only capture cannot tell a DAC: keep the truth unambiguous
+        specs = [dataclasses.replace(s, dac=False, address=s.address & 0xFFFFFFFF) for s in specs]
+    clock = draw(st.sampled_from(PCIX_CLOCKS if mode == "pcix" else PCI_CLOCKS))
+    gnt_master = draw(st.sampled_from([None] + list(range(masters))))
+    names = tuple(["nic", "host", "other"][:masters])
+    return render(specs, mode=mode, width=width, clock_hz=clock, bus=bus, masters=names,
+                  gnt_master=gnt_master, with_ad=with_ad)
+
+
+@st.composite
+def captures_with_truth(draw, *, mode: str | None = None, width: int | None = None,
+                        with_ad: bool | None = None, timing: bool | None = None, bits: bool | None = None,
+                        masters: int | None = None, max_txns: int = 8) -> CaptureTruth:
+    """A capture (state or timing mode) of legal activity, its profile and its truth.
+
+    Unpack as ``capture, profile, records, words = ct``; ``ct.findings`` is empty for legal
+    activity except ``initial_latency`` never occurs and ``parity_error`` never occurs.
+    """
+    rb = draw(rendered_buses(mode=mode, width=width, with_ad=with_ad, masters=masters, max_txns=max_txns))
+    timing = draw(st.booleans()) if timing is None else timing
+    bits = draw(st.booleans()) if bits is None else bits
+    spc = draw(st.integers(4, 8)) if timing else None
+    return to_capture(rb, samples_per_clock=spc, bits=bits)
+
+
+# -- faults ----------------------------------------------------------------------------------------
+
+FAULT_KINDS = ("glitch", "trdy_without_devsel", "stop_without_devsel", "irdy_without_transaction",
+               "byte_enables_changed_in_wait", "initial_latency", "parity_error")
+
+
+@dataclasses.dataclass
+class FaultyCapture:
+    """A capture with injected faults: its truth (records, words, findings) and the faults."""
+
+    truth: CaptureTruth
+    faults: list[tuple[str, int]]     # (finding kind, time_ps) each fault must cause
+
+    def __iter__(self):
+        return iter(self.truth)
+
+
+def _host(kind: str, mode: str, width: int) -> TxnSpec:
+    """A transaction shaped so that ``kind`` can be injected into it without changing its record
+    (except as documented in _inject)."""
+    if kind in ("trdy_without_devsel", "stop_without_devsel"):
+        return TxnSpec(0x7, 0x1000, [0x11111111, 0x22222222], devsel="slow", idle_before=2)
+    if kind == "irdy_without_transaction":
+        return TxnSpec(0x6, 0x2000, [0x33333333], devsel="fast", idle_before=4)
+    if kind == "byte_enables_changed_in_wait":
+        return TxnSpec(0x7, 0x3000, [0x44444444], byte_enables=[0x0], target_waits={0: 3}, idle_before=2)
+    if kind == "initial_latency":
+        return TxnSpec(0x6, 0x4000, [0x55555555], target_waits={0: 20}, idle_before=2)
+    if kind == "parity_error":
+        return TxnSpec(0x7, 0x5000, [0x66666666, 0x77777777], idle_before=2)
+    return TxnSpec(0x7, 0x6000, [0x88888888, 0x99999999, 0xAAAAAAAA], idle_before=2)   # glitch host
+
+
+@st.composite
+def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | None = None,
+                    kinds: tuple[str, ...] | None = None, max_txns: int = 4) -> FaultyCapture:
+    """Legal activity with one or more faults injected; ``.faults`` lists the findings they cause.
+
+    Records stay exactly those of the truth (a fault that changes what a decoder must count
+    - STOP# without DEVSEL# turns a wait into a termination clock - is reflected in it)."""
+    timing = draw(st.booleans()) if timing is None else timing
+    avail = [k for k in FAULT_KINDS if timing or k != "glitch"]
+    if kinds is None:
+        kinds = tuple(draw(st.lists(st.sampled_from(avail), min_size=1, max_size=3, unique=True)))
+    specs = draw(bus_activity(mode=mode, width=width, max_txns=max_txns))
+    hosts = {}
+    for k in kinds:
+        pos = draw(st.integers(0, len(specs)))
+        specs.insert(pos, _host(k, mode, width))
+        hosts[k] = specs[pos]
+    if kinds and "parity_error" in kinds:
+        hosts["parity_error"].parity_error = draw(st.sampled_from([-1, 0, 1]))
+    specs[0] = dataclasses.replace(specs[0], idle_before=max(2, specs[0].idle_before))
+    for i in range(1, len(specs)):   # a host's shape must not depend on a fast back-to-back neighbour
+        if specs[i].idle_before == 0 and (specs[i] in hosts.values() or specs[i - 1] in hosts.values()):
+            specs[i] = dataclasses.replace(specs[i], idle_before=1)
+    clock = draw(st.sampled_from(PCIX_CLOCKS if mode == "pcix" else PCI_CLOCKS))
+    rb = render(specs, mode=mode, width=width, clock_hz=clock)
+    index = {k: next(i for i, s in enumerate(specs) if s is h) for k, h in hosts.items()}
+    times = rb.times_ps()
+    per_clock: list[tuple[str, int]] = []
+    glitches = []
+    sig = rb.signals
+    for k in kinds:
+        t = index[k]
+        A, E = int(rb.start_clock[t]), int(rb.end_clock[t])
+        H = A + (1 if mode == "pcix" else 0)
+        if k == "trdy_without_devsel":
+            sig["trdy_n"][H + 1] = 0          # a target wait (IRDY#, no DEVSEL#) with TRDY#: still a wait
+            per_clock.append((k, H + 1))
+        elif k == "stop_without_devsel":
+            sig["stop_n"][H + 1] = 0          # STOP# makes the wait a termination clock
+            rb.records["target_waits"][t] -= 1
+            per_clock.append((k, H + 1))
+        elif k == "irdy_without_transaction":
+            sig["irdy_n"][A - 2] = 0          # idle clocks on both sides
+            per_clock.append((k, A - 2))
+        elif k == "byte_enables_changed_in_wait":
+            c = H + 2                          # waits H+1..H+3, data phase H+4
+            sig["cbe_n"][c] ^= 0x1
+            sig["par"][c + 1] ^= 1             # PAR stays right for the changed clock
+            per_clock.append((k, c))
+        elif k == "glitch":
+            line = draw(st.sampled_from(["frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n"]))
+            glitches.append((rb.bus, line, draw(st.integers(A, E))))
+    for k in ("initial_latency", "parity_error"):
+        if k in kinds:
+            t = index[k]
+            for f in rb.findings:
+                if f["kind"] == k and rb.records["start_ps"][t] <= f["time_ps"] <= rb.records["end_ps"][t]:
+                    per_clock.append((k, int(np.searchsorted(times, f["time_ps"]))))
+    extra = [(int(times[c]), rb.bus, k, f"injected {k}") for k, c in per_clock
+             if k not in ("initial_latency", "parity_error")]
+    if extra:
+        rb.findings = np.sort(np.concatenate((rb.findings, np.array(extra, FINDING_DTYPE))), order="time_ps")
+    ct = to_capture(rb, samples_per_clock=draw(st.integers(6, 8)) if timing else None, glitches=glitches)
+    faults = [(k, int(ct.findings["time_ps"][i])) for i, k in enumerate(ct.findings["kind"])]
+    return FaultyCapture(ct, [(str(k), t) for k, t in faults])
