@@ -160,7 +160,6 @@ def capture(port, rate, samples, channels, triggers, pretrigger, rle, profile_pa
     if chan_map is not None:
         check_request(req)   # before the port is opened
 
-    err = click.get_text_stream("stderr")
     reporter = _Progress()
 
     def on_plan(plan):
@@ -186,7 +185,7 @@ def capture(port, rate, samples, channels, triggers, pretrigger, rle, profile_pa
                f"to {output}" + (f" (trigger at sample {trig})" if trig is not None else ""))
     if acq.error is not None:
         raise PcitraceError(f"{acq.error.message}; {summary}", where=acq.error.where, fix=acq.error.fix)
-    click.echo(summary, file=err)
+    click.echo(summary, err=True)
     if acq.interrupted:
         click.echo("pcitrace: interrupted; kept the samples read so far", err=True)
         return 130

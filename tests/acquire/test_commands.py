@@ -1,0 +1,250 @@
+"""`pcitrace capture` and `pcitrace emulate-sump`: real ptys, .sr files, decoding what was captured."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import random_capture
+from pcitrace.acquire.commands import parse_channels, parse_quantity, parse_trigger
+from pcitrace.capture import open_capture, write_sr
+from pcitrace.capture.model import Capture, TimeBase
+from pcitrace.capture.profile import BusProfile, Profile, save_profile
+from pcitrace.cli import main
+from pcitrace.errors import PcitraceError
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "samples"
+CONTROL = ["clk", "frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n", "gnt_n", "req_n"]
+CHANNEL_OF = {"clk": "CLK", "frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#",
+              "devsel_n": "DEVSEL#", "gnt_n": "GNT#", "req_n": "REQ#"}
+
+
+def test_parse_quantity():
+    assert parse_quantity("100M", "rate", "Hz") == 100e6
+    assert parse_quantity("33.3MHz", "rate", "Hz") == pytest.approx(33.3e6)
+    assert parse_quantity("24Ki", "memory") == 24576
+    assert parse_quantity("4k", "samples") == 4000
+    with pytest.raises(PcitraceError, match="not a number"):
+        parse_quantity("fast", "rate", "Hz")
+
+
+def test_parse_channels_and_trigger():
+    names = ["CLK", "FRAME#", "IRDY#"]
+    assert parse_channels(None, names) == {0: "CLK", 1: "FRAME#", 2: "IRDY#"}
+    assert parse_channels(None, None) is None
+    assert parse_channels("0-1,IRDY#,GNT#=9,12", names) == {0: "CLK", 1: "FRAME#", 2: "IRDY#", 9: "GNT#",
+                                                             12: "CH12"}
+    with pytest.raises(PcitraceError, match="unknown channel 'TRDY#'"):
+        parse_channels("TRDY#", names)
+    chans = {0: "CLK", 1: "FRAME#", 2: "IRDY#"}
+    (s0, s1) = parse_trigger(("FRAME#=0", "IRDY#=0,CLK=1"), chans, names)
+    assert (s0.mask, s0.value, s0.level, s0.start) == (0b010, 0, 0, False)
+    assert (s1.mask, s1.value, s1.level, s1.start) == (0b101, 0b001, 1, True)
+    with pytest.raises(PcitraceError, match="unknown channel 'STOP#'"):
+        parse_trigger(("STOP#=0",), chans, names)
+    with pytest.raises(PcitraceError, match="NAME=0 or NAME=1"):
+        parse_trigger(("FRAME#",), chans, names)
+
+
+def control_only_capture(tmp_path, oversample=4, clock_hz=25e6):
+    """A control-only PCI timing capture (CLK + 7 control lines) and its profile, from the bus renderer."""
+    from pcitrace.sim.bus import TxnSpec, render
+
+    specs = [TxnSpec(command=0x7, address=0x1000, data=[1, 2, 3, 4], target_waits={0: 1}, idle_before=6),
+             TxnSpec(command=0x6, address=0x2000, data=[5], devsel="medium", idle_before=3),
+             TxnSpec(command=0x7, address=0x3000, data=[], termination="retry", idle_before=2),
+             TxnSpec(command=0x6, address=0x4000, data=[1, 2], initiator_waits={1: 2}, idle_before=5),
+             TxnSpec(command=0x7, address=0x5000, data=[9, 9, 9], termination="disconnect_with_data",
+                     idle_before=1)]
+    rb = render(specs, clock_hz=clock_hz, with_ad=False, total_clocks=200)
+    n = rb.clocks
+    half = oversample // 2
+    arrays = {"CLK": np.tile(np.r_[np.zeros(half), np.ones(oversample - half)], n).astype(np.uint8)}
+    for sig in CONTROL[1:]:
+        # each clock's level is held over its 4 samples; the decoder reads it where CLK rises
+        arrays[CHANNEL_OF[sig]] = np.repeat(rb.signals[sig], oversample)
+    cap = Capture.from_arrays(arrays, TimeBase.timing(clock_hz * oversample))
+    path = tmp_path / "control.sr"
+    write_sr(cap, path)
+    profile = Profile([BusProfile("pci", "pci", signals={s: CHANNEL_OF[s] for s in CONTROL})], source="memory")
+    prof_path = tmp_path / "control.profile.toml"
+    save_profile(profile, prof_path)
+    return path, prof_path, rb
+
+
+def decode(path, profile):
+    from pcitrace.decode import decode_capture
+
+    return decode_capture(open_capture(path), profile).records
+
+
+def test_capture_decodes_to_the_same_transactions(tmp_path, emulator, capsys):
+    from pcitrace.decode.records import diff_records
+
+    src, prof, rb = control_only_capture(tmp_path)
+    emu = emulator(open_capture(src), memory=1 << 20)
+    out = tmp_path / "captured.sr"
+    rc = main(["capture", "--port", emu.port, "--rate", "100M", "--samples", "800", "--profile", str(prof),
+               "-o", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    assert "wrote 800 samples x 8 channels at 100,000,000 Hz" in capsys.readouterr().err
+    original = decode(src, prof)
+    captured = decode(out, prof)
+    assert len(original) == len(rb.records) == 5
+    assert diff_records(original, captured) == []
+
+
+def test_triggered_capture_decodes_to_the_same_transactions_shifted(tmp_path, emulator, capsys):
+    from pcitrace.decode.records import FIELD_NAMES, diff_records
+
+    src, prof, rb = control_only_capture(tmp_path)
+    cap = open_capture(src)
+    emu = emulator(cap, memory=1 << 20)
+    out = tmp_path / "trig.sr"
+    rc = main(["capture", "--port", emu.port, "--rate", "100M", "--samples", "800", "--profile", str(prof),
+               "--trigger", "FRAME#=0", "--pretrigger", "5", "-o", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    got = open_capture(out)
+    assert got.metadata["trigger_sample"] == 40
+    first_frame = int(np.flatnonzero(cap.read(["FRAME#"])["FRAME#"] == 0)[0])
+    shift_ps = (40 - first_frame) * 10_000
+    original, captured = decode(src, prof), decode(out, prof)
+    assert len(captured) == len(original)
+    assert (captured["start_ps"] - original["start_ps"] == shift_ps).all()
+    assert diff_records(original, captured, ignore=("start_ps", "end_ps")) == []
+    assert set(FIELD_NAMES) > {"start_ps", "end_ps"}
+
+
+def test_decimated_capture_decodes_the_same(tmp_path, emulator, capsys):
+    from pcitrace.decode.records import diff_records
+
+    src, prof, _ = control_only_capture(tmp_path, oversample=8, clock_hz=25e6)    # 200 MHz original
+    emu = emulator(open_capture(src), memory=1 << 20, max_rate_hz=100_000_000)
+    out = tmp_path / "half.sr"
+    assert main(["capture", "--port", emu.port, "--rate", "100M", "--samples", "800", "--profile", str(prof),
+                 "-o", str(out)]) == 0
+    assert diff_records(decode(src, prof), decode(out, prof)) == []
+
+
+def test_unplugged_capture_exits_2_and_keeps_the_samples(tmp_path, emulator, capsys):
+    cap, arrays = random_capture(n=6000, lines=8, rate=10e6)
+    emu = emulator(cap, memory=16384, fault_after=3000)
+    out = tmp_path / "cut.sr"
+    rc = main(["capture", "--port", emu.port, "--rate", "10M", "--samples", "4000", "--channels", "0-7",
+               "--timeout", "1", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "went away after 3000 of 4000 bytes" in err and "wrote 3000 samples" in err and "Traceback" not in err
+    kept = open_capture(out)
+    assert kept.num_samples == 3000 and kept.channel_names == [f"CH{i}" for i in range(8)]
+    assert np.array_equal(kept.read(["CH3"])["CH3"], arrays["L3"][1000:4000])
+    assert kept.metadata.get("complete") is False
+
+
+@pytest.mark.parametrize("args, match, sent", [
+    (["--channels", "0-3", "--trigger", "NOPE=1"], "unknown channel 'NOPE'", b""),
+    (["--channels", "FOO"], "unknown channel 'FOO'", b""),
+    (["--channels", "0,33"], "SUMP devices have probes 0-31", b""),
+    (["--channels", "0-3", "--rate", "150M"], "above", b"\x00" * 5 + b"\x02\x04"),
+    (["--channels", "0-3", "--samples", "5000"], "do not fit", b"\x00" * 5 + b"\x02\x04"),
+    (["--channels", "12"], "has 8 probes", b"\x00" * 5 + b"\x02\x04"),
+])
+def test_impossible_requests_are_refused_before_anything_is_sent(tmp_path, emulator, capsys, args, match, sent):
+    cap, _ = random_capture(n=2000, lines=6, rate=10e6)
+    emu = emulator(cap, memory=4096, max_rate_hz=100_000_000)
+    base = {"--rate": "10M", "--samples": "1000"}
+    for k in ("--rate", "--samples"):
+        if k in args:
+            base.pop(k)
+    argv = ["capture", "--port", emu.port, *[x for kv in base.items() for x in kv], *args,
+            "-o", str(tmp_path / "x.sr")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
+    assert bytes(emu.received) == sent
+    assert not (tmp_path / "x.sr").exists()
+
+
+def test_rle_capture_on_the_command_line(tmp_path, emulator, capsys):
+    cap, arrays = random_capture(n=40_000, lines=4, rate=10e6, p_change=0.05)
+    emu = emulator(cap, memory=2048)
+    out = tmp_path / "rle.sr"
+    assert main(["capture", "--port", emu.port, "--rate", "10M", "--samples", "1k", "--channels",
+                 "A=0,B=1,C=2,D=3", "--rle", "-o", str(out)]) == 0
+    got = open_capture(out)
+    n = got.num_samples
+    assert 2 * 1000 < n < 40_000 and got.metadata["rle"] is True     # 1000 memory entries
+    assert np.array_equal(got.read(["C"])["C"], arrays["L2"][:n])
+
+
+def test_emulate_sump_serves_a_capture_file(tmp_path):
+    """The real command in its own process: prints the pty, serves a capture, stops on SIGTERM."""
+    cap, arrays = random_capture(n=3000, lines=5, rate=20e6)
+    src = tmp_path / "play.sr"
+    write_sr(cap, src)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "pcitrace", "emulate-sump", str(src), "--memory", "8Ki",
+                             "--max-rate", "50M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+    try:
+        port = proc.stdout.readline().strip()
+        assert port.startswith("/dev/"), proc.stderr.read()
+        out = tmp_path / "got.sr"
+        assert main(["capture", "--port", port, "--rate", "20M", "--samples", "2000", "--channels",
+                     "L0=0,L1=1,L2=2,L3=3,L4=4", "-o", str(out)]) == 0
+        got = open_capture(out).read()
+        for i in range(5):
+            assert np.array_equal(got[f"L{i}"], arrays[f"L{i}"][:2000])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert proc.returncode == 0
+    assert "probe 4: L4" in proc.stderr.read()
+
+
+def test_emulator_refuses_captures_wider_than_32_probes(tmp_path, capsys):
+    cap, _ = random_capture(n=100, lines=33)
+    src = tmp_path / "wide.sr"
+    write_sr(cap, src)
+    assert main(["emulate-sump", str(src)]) == 2
+    assert "choose up to 32 lines with --probes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES.glob("*.sr")), ids=lambda p: p.name)
+def test_bundled_samples_play_back_and_decode_the_same(sample, tmp_path, emulator, capsys):
+    """Every bundled sample with a PCI bus: play back its control lines, capture, decode, compare."""
+    from pcitrace.capture.profile import resolve_profile
+    from pcitrace.decode import decode_capture
+    from pcitrace.decode.records import diff_records
+
+    cap = open_capture(sample)
+    profile = resolve_profile(cap, None)
+    buses = [b for b in profile.pci_buses if b.clock]
+    if not buses or cap.timebase.mode != "timing":
+        pytest.skip(f"{sample.name} has no clocked PCI bus in a timing capture")
+    bus = buses[0]
+    signals = {s: c for s, c in bus.signals.items() if s in CONTROL and isinstance(c, str)}
+    control = BusProfile(bus.name, bus.kind, signals=signals, inverted=set(bus.inverted) & set(signals),
+                         width=bus.width)
+    prof = tmp_path / "control.profile.toml"
+    save_profile(Profile([control]), prof)
+    lines = list(signals.values())
+    rate = cap.timebase.samplerate_hz
+    n = cap.num_samples
+    if rate > 200e6 or (200e6 / rate) % 1 or n > (1 << 22):
+        pytest.skip(f"{sample.name} at {rate:g} Hz is not a SUMP rate, or too long to play back whole")
+    emu = emulator(cap, probes=lines, memory=n + 4, max_rate_hz=200_000_000)
+    out = tmp_path / "played.sr"
+    chans = ",".join(f"{c}={i}" for i, c in enumerate(lines))
+    assert main(["capture", "--port", emu.port, "--rate", str(int(rate)), "--samples", str(n // 4 * 4),
+                 "--channels", chans, "-o", str(out)]) == 0, capsys.readouterr().err
+    original = decode_capture(cap, str(prof), buses=bus.name).records
+    captured = decode_capture(open_capture(out), str(prof), buses=bus.name).records
+    assert len(original) > 0
+    assert diff_records(original, captured) == []
