@@ -120,12 +120,14 @@ def _join(carry: Carry | None, sig: Mapping[str, np.ndarray], times_ps: np.ndarr
 
 def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: str = "pci",
                   width: int = 32, bus: str = "pci", carry: Carry | None = None,
-                  final: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, Carry]:
+                  final: bool = True, ad_bits: int = 64, cbe_bits: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray, Carry]:
     """Decode one chunk of bus clocks.
 
     Returns (records, words, findings, carry). ``words['record']`` counts records from the
     first chunk of this bus. With ``final=False`` the transaction open at the end of the chunk
     is kept in the returned carry; with ``final=True`` it is emitted as ``truncated``.
+    ``ad_bits`` / ``cbe_bits``: how many AD / C/BE# lines the capture has (a 32-bit probe on a
+    64-bit bus gives 32-bit words and counts the upper byte lanes as enabled).
     """
     if mode not in ("pci", "pcix"):
         raise PcitraceError(f"unknown bus mode {mode!r}", fix="use mode 'pci' or 'pcix' in the profile")
@@ -180,30 +182,31 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     limit = int(starts_all[nproc]) if nproc < len(starts_all) else n
 
     # --- header: DAC, command, PCI-X attributes ---------------------------------------------
+    # Header clocks (second DAC phase, attribute phase) count only while the transaction lasts:
+    # a transaction that ends first keeps the command `dac` and a 32-bit address.
+    m4 = np.uint64(0xF)
     if has_cbe:
-        dac = ((cbe[s] & np.uint64(0xF)) == 0xD) & (s + 1 < n)
-        cmd_code = (cbe[np.minimum(s + dac, n - 1)] & np.uint64(0xF)).astype(np.int64)
-        command = (_PCIX_NAMES if pcix else _PCI_NAMES)[cmd_code]
+        dac = (cbe[s] & m4) == 0xD
     else:
         dac = np.zeros(len(s), bool)
+    dac2 = dac & (s + 1 <= e)                          # second address phase reached
+    nh = dac.astype(np.int64) + (1 if pcix else 0)
+    H = np.minimum(s + nh, e)                          # last header clock
+    if has_cbe:
+        cmd_code = (cbe[np.where(dac2, s + 1, s)] & m4).astype(np.int64)
+        command = (_PCIX_NAMES if pcix else _PCI_NAMES)[cmd_code]
+    else:
         cmd_code = np.full(len(s), -1, np.int64)
         command = np.full(len(s), facts.COMMAND_UNKNOWN)
-    H = s + dac + (1 if pcix else 0)
     lo = H + 1   # data clocks: lo..e
+    region = _region(n, lo, e)
 
-    # --- per-clock classes and their cumulative sums -----------------------------------------
-    dp = I & T & D
-    c_dp = _csum(dp)
-    c_S_only = _csum(~dp & S)                 # termination clocks (not waits)
-    c_iw = _csum(~(dp | S | I))
-    data_phases = _span(c_dp, lo, e)
-    initiator_waits = _span(c_iw, lo, e)
-    target_waits = np.maximum(e - H, 0) - data_phases - _span(c_S_only, lo, e) - initiator_waits
-
+    # --- devsel, width ------------------------------------------------------------------------
     d_pos = np.flatnonzero(D)
     fd = _first_after(d_pos, H, e)                    # first DEVSEL# after H
     has_d = fd >= 0
     devsel_code = np.where(has_d, np.clip(fd - H, 1, 4) - 1, 4)
+    after_d = _region(n, fd + 1, np.where(has_d, e, -1))   # clocks after the first DEVSEL#
 
     # width: REQ64# at the address phase and ACK64# with the first DEVSEL#
     if "req64_n" in buf and "ack64_n" in buf:
@@ -213,48 +216,64 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         rec_width = np.full(len(s), int(width), np.int64)
         w64 = rec_width == 64
 
+    # --- per-clock classes and their cumulative sums -----------------------------------------
+    dp = I & T & D
+    s_nod = S & ~D
+    # PCI-X Split Response: TRDY# with DEVSEL# deasserted after the target had claimed the
+    # transaction (PCI-X 1.0b 2.10.2); that clock ends the transaction like a STOP# clock.
+    split_clk = (T & ~D & after_d) if pcix else np.zeros(n, bool)
+    stop_clk = ~dp & (S | split_clk)
+    c_dp = _csum(dp)
+    c_stop = _csum(stop_clk)
+    c_iw = _csum(~(dp | stop_clk | I))
+    data_phases = _span(c_dp, lo, e)
+    initiator_waits = _span(c_iw, lo, e)
+    target_waits = (e - H) - data_phases - _span(c_stop, lo, e) - initiator_waits
+
+    wide_be = cbe_bits >= 8
     if has_cbe:
-        be = np.bitwise_count(cbe & np.uint64(0xFF)).astype(np.int64)   # deasserted bits
-        lo_be = np.bitwise_count(cbe & np.uint64(0xF)).astype(np.int64)
-        c_b32 = _csum(np.where(dp, 4 - lo_be, 0))
-        c_b64 = _csum(np.where(dp, 8 - be, 0))
+        lo_be = 4 - np.bitwise_count(cbe & m4).astype(np.int64)
+        hi_be = (4 - np.bitwise_count((cbe >> np.uint64(4)) & m4).astype(np.int64)) if wide_be else 4
+        c_b32 = _csum(np.where(dp, lo_be, 0))
+        c_b64 = _csum(np.where(dp, lo_be + hi_be, 0))
         nbytes = np.where(w64, _span(c_b64, lo, e), _span(c_b32, lo, e))
     else:
         nbytes = data_phases * (rec_width // 8)
 
     # --- termination (first match wins) -----------------------------------------------------
     term = np.full(len(s), _TERM["normal"], np.int64)
-    sd_pos = np.flatnonzero(S & D)
-    kk = _first_after(sd_pos, H, e)
+    kk = _first_after(np.flatnonzero(S & D), H, e)    # first STOP# with DEVSEL#
     has_k = kk >= 0
-    kc = np.maximum(kk, 0)
-    with_data = has_k & T[kc] & I[kc]
-    before_k = _span(c_dp, lo, kc - 1)
-    term = np.where(has_k & ~with_data & (before_k == 0), _TERM["retry"], term)
-    term = np.where(has_k & ~with_data & (before_k > 0), _TERM["disconnect_without_data"], term)
-    term = np.where(with_data, _TERM["disconnect_with_data"], term)
-    s_nod = S & ~D
-    c_snod = _csum(s_nod)
-    abort = has_d & (_span(c_snod, fd + 1, e) > 0)
+    before_k = _span(c_dp, lo, np.maximum(kk, 0) - 1)
+    with_data = _span(_csum(dp & S), lo, e) > 0        # a data phase completed with STOP#
+    term = np.where(has_k & (before_k == 0), _TERM["retry"], term)
+    term = np.where(has_k & (before_k > 0), _TERM["disconnect_without_data"], term)
+    term = np.where(has_k & with_data, _TERM["disconnect_with_data"], term)
+    abort = _span(_csum(s_nod & after_d), lo, e) > 0
     term = np.where(abort, _TERM["target_abort"], term)
-    split_clk = s_nod & T if pcix else None
     if pcix:
-        c_split = _csum(split_clk)
-        term = np.where(_span(c_split, lo, e) > 0, _TERM["split_response"], term)
+        term = np.where(_span(_csum(split_clk), lo, e) > 0, _TERM["split_response"], term)
     term = np.where(~has_d, _TERM["master_abort"], term)
     term = np.where(truncated, _TERM["truncated"], term)
 
     # --- parity ------------------------------------------------------------------------------
+    # Checked phases: the address phase(s), the PCI-X attribute phase and every data phase,
+    # each against PAR on the next clock (PAR64 too on data phases of a 64-bit transfer).
+    attr = s + dac + 1
+    attr_ok = (attr <= e) if pcix else np.zeros(len(s), bool)
     parity = np.zeros(len(s), bool)
     bad32 = bad64 = None
     if has_ad and has_cbe and "par" in buf:
         bad32 = np.zeros(n, bool)
-        bad32[:-1] = _odd(ad[:-1] & M32) ^ _odd(cbe[:-1] & np.uint64(0xF)) ^ (buf["par"][1:] != 0)
-        parity = bad32[s] | (dac & bad32[np.minimum(s + 1, n - 1)]) | (_span(_csum(bad32 & dp), lo, e) > 0)
-        if "par64" in buf:
+        bad32[:-1] = _odd(ad[:-1] & M32) ^ _odd(cbe[:-1] & m4) ^ (buf["par"][1:] != 0)
+        if "par64" in buf and ad_bits >= 64 and wide_be:
             bad64 = np.zeros(n, bool)
-            bad64[:-1] = (_odd(ad[:-1] >> np.uint64(32)) ^ _odd((cbe[:-1] >> np.uint64(4)) & np.uint64(0xF))
+            bad64[:-1] = (_odd(ad[:-1] >> np.uint64(32)) ^ _odd((cbe[:-1] >> np.uint64(4)) & m4)
                           ^ (buf["par64"][1:] != 0))
+        hdr_bad = (bad32[s] | (dac2 & bad32[np.minimum(s + 1, n - 1)])
+                   | (attr_ok & bad32[np.minimum(attr, n - 1)]))
+        parity = hdr_bad | (_span(_csum(bad32 & dp), lo, e) > 0)
+        if bad64 is not None:
             parity |= w64 & (_span(_csum(bad64 & dp), lo, e) > 0)
 
     # --- records -----------------------------------------------------------------------------
@@ -268,7 +287,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     if has_ad:
         a0 = ad[s] & M32
         a1 = ad[np.minimum(s + 1, n - 1)] & M32
-        rec["address"] = a0 | np.where(dac, a1 << np.uint64(32), np.uint64(0))
+        rec["address"] = a0 | np.where(dac2, a1 << np.uint64(32), np.uint64(0))
     rec["data_phases"] = data_phases
     rec["bytes"] = nbytes
     rec["devsel"] = _DEVSEL[devsel_code]
@@ -284,27 +303,28 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         rec["gnt"] = -1
     rec["tag"] = rec["requester"] = rec["byte_count"] = -1
     if pcix and has_ad and has_cbe:
-        A = s + dac + 1
-        okA = A < n
-        Ac = np.minimum(A, n - 1)
+        Ac = np.minimum(attr, n - 1)
         ad_a = ad[Ac]
-        cbe_a = cbe[Ac] & np.uint64(0xF)
+        cbe_a = cbe[Ac] & m4
         dword = np.isin(cmd_code.astype(np.uint64), _DWORD)
         burst_bc = ((ad_a & np.uint64(0xFF)) | (cbe_a << np.uint64(8))).astype(np.int64)
         burst_bc = np.where(burst_bc == 0, 4096, burst_bc)
         dword_bc = 4 - np.bitwise_count(cbe_a).astype(np.int64)
-        rec["byte_count"] = np.where(okA, np.where(dword, dword_bc, burst_bc), -1)
-        rec["tag"] = np.where(okA, ((ad_a >> np.uint64(24)) & np.uint64(0x1F)).astype(np.int64), -1)
-        rec["requester"] = np.where(okA, ((ad_a >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64), -1)
-        rec["no_snoop"] = okA & ((ad_a >> np.uint64(29)) & np.uint64(1)).astype(bool)
-        rec["relaxed_ordering"] = okA & ((ad_a >> np.uint64(30)) & np.uint64(1)).astype(bool)
+        # A Split Completion names the sequence it completes in its address phase (requester,
+        # tag, RO); its attribute phase carries the completer's ID and the byte count.
+        sc = cmd_code == 0xC
+        src = np.where(sc, ad[s], ad_a)
+        rec["byte_count"] = np.where(attr_ok, np.where(dword, dword_bc, burst_bc), -1)
+        rec["tag"] = np.where(attr_ok, ((src >> np.uint64(24)) & np.uint64(0x1F)).astype(np.int64), -1)
+        rec["requester"] = np.where(attr_ok, ((src >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64), -1)
+        rec["no_snoop"] = attr_ok & ~sc & ((ad_a >> np.uint64(29)) & np.uint64(1)).astype(bool)
+        rec["relaxed_ordering"] = attr_ok & ((src >> np.uint64(30)) & np.uint64(1)).astype(bool)
     excl = np.zeros(len(s), np.int64)
     if len(s) > 1:
         np.cumsum(data_phases[:-1], out=excl[1:])
     rec["data_index"] = word_base + excl
 
     # --- data words --------------------------------------------------------------------------
-    region = _region(n, lo, e)
     w_idx = np.flatnonzero(dp & region)
     w_txn = np.searchsorted(s, w_idx, side="right") - 1
     words = np.zeros(len(w_idx), WORD_DTYPE)
@@ -312,45 +332,42 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     words["time_ps"] = times[w_idx]
     wide = w64[w_txn]
     if has_ad:
-        words["value"] = np.where(wide, ad[w_idx], ad[w_idx] & M32)
+        words["value"] = np.where(wide & (ad_bits >= 64), ad[w_idx], ad[w_idx] & M32)
     if has_cbe:
-        words["byte_enables"] = np.where(wide, cbe[w_idx] & np.uint64(0xFF), cbe[w_idx] & np.uint64(0xF))
+        words["byte_enables"] = np.where(wide & wide_be, cbe[w_idx] & np.uint64(0xFF), cbe[w_idx] & m4)
 
     # --- findings ----------------------------------------------------------------------------
-    def first_per_txn(mask: np.ndarray, keep=None):
+    def first_per_txn(mask: np.ndarray):
         x = np.flatnonzero(mask & region)
-        t = np.searchsorted(s, x, side="right") - 1
-        if keep is not None:
-            k_ = keep(x, t)
-            x, t = x[k_], t[k_]
         if not len(x):
-            return x, t, t
+            return x, x, x
+        t = np.searchsorted(s, x, side="right") - 1
         cnt = np.bincount(t, minlength=len(s))
         tu, first = np.unique(t, return_index=True)
         return x[first], tu, cnt[tu]
 
-    def where_txt(t: np.ndarray) -> list[str]:
+    def where_txt(t) -> list[str]:
         return [f"{command[i]} at 0x{int(rec['address'][i]):x}" if has_ad else f"{command[i]}"
                 for i in t]
 
-    trdy_nod = T & ~D
-    if pcix:
-        trdy_nod = trdy_nod & ~split_clk
-    x, t, cnt = first_per_txn(trdy_nod)
+    x, t, cnt = first_per_txn(T & ~D & ~split_clk)
     findings.add(times[x], "trdy_without_devsel",
                  [f"TRDY# asserted without DEVSEL# on {c} clock(s) of {w}" for c, w in zip(cnt, where_txt(t))])
-    stop_nod = s_nod & ~split_clk if pcix else s_nod
-    x, t, cnt = first_per_txn(stop_nod, lambda x, t: ~((term[t] == _TERM["target_abort"]) & (x > fd[t])))
+    x, t, cnt = first_per_txn(s_nod & ~after_d)
     findings.add(times[x], "stop_without_devsel",
                  [f"STOP# asserted without DEVSEL# on {c} clock(s) of {w}" for c, w in zip(cnt, where_txt(t))])
     if has_cbe:
-        twait = ~(dp | S) & I                        # target wait with IRDY# asserted
+        # C/BE# must hold still while IRDY# is asserted within one data phase
+        bmask = np.uint64(0xFF if wide_be else 0xF)
+        pending = I & ~(dp | S)
         changed = np.zeros(n, bool)
-        changed[1:] = twait[:-1] & I[1:] & ((cbe[1:] ^ cbe[:-1]) & np.uint64(0xFF) != 0)
+        changed[1:] = pending[:-1] & I[1:] & (((cbe[1:] ^ cbe[:-1]) & bmask) != 0)
         changed[lo[lo < n]] = False                  # the clock before lo is a header clock
-        x, t, cnt = first_per_txn(changed)
+        x = np.flatnonzero(changed & region)
+        t = np.searchsorted(s, x, side="right") - 1
         findings.add(times[x], "byte_enables_changed_in_wait",
-                     [f"C/BE# changed while a data phase was pending in {w}" for w in where_txt(t)])
+                     [f"C/BE# changed from {int(cbe[i - 1] & bmask):X} to {int(cbe[i] & bmask):X} "
+                      f"during a wait state of {w}" for i, w in zip(x, where_txt(t))])
     dp_pos = np.flatnonzero(dp)
     fdp = _first_after(dp_pos, H, e)
     late = (fdp >= 0) & (fdp - s > facts.MAX_INITIAL_LATENCY)
@@ -361,12 +378,10 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     busy = _region(n, starts_all, np.where(has_j, end_all, n - 1))
     if p0 == 1:
         busy[0] |= ctx_busy
-    pend = np.zeros(len(s), bool)
-    ok_prev = s >= 1
     sp = np.maximum(s - 1, 0)
-    pend = ok_prev & busy[sp] & I[sp] & ~F[sp] & ~T[sp] & ~S[sp]
+    pend = (s >= 1) & I[sp] & ~F[sp] & ~T[sp] & ~S[sp]
     findings.add(times[s[pend]], "frame_reasserted",
-                 [f"FRAME# asserted again before the final data phase completed: {w}"
+                 [f"FRAME# asserted again while the final data phase was pending: {w}"
                   for w in where_txt(np.flatnonzero(pend))])
     # IRDY# outside any transaction, once per run; not in the partial transaction the capture
     # began in (bus clocks before its first idle clock or address phase)
@@ -390,7 +405,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     findings.add(times[x], "irdy_without_transaction",
                  ["IRDY# asserted with no transaction (FRAME# not asserted before it)"] * len(x))
     if bad32 is not None:
-        _parity_findings(findings, bad32, bad64, s, lo, region, dac, dp, w64, times, where_txt)
+        _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, region, dp, w64, times, where_txt)
 
     # --- carry ---------------------------------------------------------------------------------
     if final:
@@ -418,30 +433,30 @@ def _region(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.cumsum(delta[:-1]) > 0
 
 
-def _parity_findings(findings, bad32, bad64, s, lo, region, dac, dp, w64, times, where_txt):
-    """Parity errors are rare; listing them phase by phase costs nothing."""
+def _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, region, dp, w64, times, where_txt):
+    """One finding per phase with wrong parity (they are rare: a loop over them costs nothing)."""
     n = len(bad32)
     xs, msgs = [], []
-    for name, bad, rows in (("PAR", bad32, None), ("PAR64", bad64, w64)):
-        if bad is None:
-            continue
-        if name == "PAR":
-            for i in np.flatnonzero(bad[s]):
-                xs.append(s[i])
-                msgs.append(f"PAR wrong on the address phase of {where_txt([i])[0]}")
-            sec = np.minimum(s + 1, n - 1)
-            for i in np.flatnonzero(dac & bad[sec]):
-                xs.append(sec[i])
-                msgs.append(f"PAR wrong on the second address phase of {where_txt([i])[0]}")
-        x = np.flatnonzero(bad & dp & region)
-        t = np.searchsorted(s, x, side="right") - 1
-        if rows is not None:
-            keep = rows[t]
-            x, t = x[keep], t[keep]
-        for xi, ti in zip(x, t):
-            phase = int(np.count_nonzero(dp[lo[ti]:xi + 1]))
-            xs.append(xi)
-            msgs.append(f"{name} wrong on data phase {phase} of {where_txt([ti])[0]}")
+    sec = np.minimum(s + 1, n - 1)
+    at = np.minimum(attr, n - 1)
+    for i in np.flatnonzero(bad32[s]):
+        xs.append(s[i]); msgs.append(f"PAR parity error on the address phase of {where_txt([i])[0]}")
+    for i in np.flatnonzero(dac2 & bad32[sec]):
+        xs.append(sec[i]); msgs.append(f"PAR parity error on the second address phase of {where_txt([i])[0]}")
+    for i in np.flatnonzero(attr_ok & bad32[at]):
+        xs.append(at[i]); msgs.append(f"PAR parity error on the attribute phase of {where_txt([i])[0]}")
+    x = np.flatnonzero(dp & region)
+    t = np.searchsorted(s, x, side="right") - 1
+    b32 = bad32[x]
+    b64 = bad64[x] & w64[t] if bad64 is not None else np.zeros(len(x), bool)
+    hit = b32 | b64
+    if hit.any():
+        # data phase number within its transaction
+        first = np.searchsorted(x, x[np.searchsorted(t, t, side="left")])
+        number = np.arange(len(x)) - first + 1
+        for j in np.flatnonzero(hit):
+            which = " and ".join(w for w, on in (("PAR", b32[j]), ("PAR64", b64[j])) if on)
+            xs.append(x[j]); msgs.append(f"{which} parity error on data phase {number[j]} of {where_txt([t[j]])[0]}")
     findings.add(times[np.asarray(xs, np.int64)], "parity_error", msgs)
 
 

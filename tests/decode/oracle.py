@@ -43,33 +43,52 @@ def oracle_decode(sig: dict, times: list[int], *, mode: str = "pci", width: int 
         if truncated:
             end = n - 1
         cb = lambda c: g["cbe_n"][c] if has_cbe and c < n else None  # noqa: E731
-        dac = has_cbe and (cb(s) & 0xF) == 0xD and s + 1 < n
-        H = s + (1 if dac else 0) + (1 if pcix else 0)
-        code = cb(s + 1 if dac else s) & 0xF if has_cbe else None
+        dac = has_cbe and (cb(s) & 0xF) == 0xD
+        # header clocks are consumed one by one while the transaction lasts
+        header = (["dac"] if dac else []) + (["attr"] if pcix else [])
+        H = s
+        code = cb(s) & 0xF if has_cbe else None
+        address = g["ad"][s] & 0xFFFFFFFF if has_ad else 0
+        attr_clock = None
+        checks = [(s, False)]
+        for c in range(s + 1, min(s + 1 + len(header), end + 1)):
+            what = header[c - s - 1]
+            H = c
+            if what == "dac":
+                code = cb(c) & 0xF
+                if has_ad:
+                    address |= (g["ad"][c] & 0xFFFFFFFF) << 32
+            else:
+                attr_clock = c
+            checks.append((c, False))
         table = facts.PCIX_COMMANDS if pcix else facts.PCI_COMMANDS
         command = table[code][0] if code is not None else facts.COMMAND_UNKNOWN
-        address = 0
-        if has_ad:
-            address = g["ad"][s] & 0xFFFFFFFF
-            if dac:
-                address |= (g["ad"][s + 1] & 0xFFFFFFFF) << 32
 
         first_d = None
         dps = iw = tw = 0
         dp_clocks = []
+        stop_k = None
+        with_stop = split = abort = False
         for c in range(H + 1, end + 1):
             I, T, S, D = A("irdy_n", c), A("trdy_n", c), A("stop_n", c), A("devsel_n", c)
+            seen = first_d is not None          # DEVSEL# on an earlier data clock
+            split_clk = pcix and T and not D and seen
             if D and first_d is None:
                 first_d = c
             if I and T and D:
                 dps += 1
                 dp_clocks.append(c)
-            elif S:
+                with_stop = with_stop or S
+            elif S or split_clk:
                 pass
             elif not I:
                 iw += 1
             else:
                 tw += 1
+            if S and D and stop_k is None:
+                stop_k = dps - (1 if (I and T and D) else 0)
+            split = split or split_clk
+            abort = abort or (S and not D and seen)
         if "req64_n" in g and "ack64_n" in g:
             w = 64 if (A("req64_n", s) and first_d is not None and A("ack64_n", first_d)) else 32
         else:
@@ -77,8 +96,8 @@ def oracle_decode(sig: dict, times: list[int], *, mode: str = "pci", width: int 
         nbytes = 0
         for c in dp_clocks:
             if has_cbe:
-                mask = 0xFF if w == 64 else 0xF
-                nbytes += (8 if w == 64 else 4) - _bits(g["cbe_n"][c] & mask)
+                lo4 = 4 - _bits(g["cbe_n"][c] & 0xF)
+                nbytes += lo4 + (4 - _bits((g["cbe_n"][c] >> 4) & 0xF) if w == 64 else 0)
             else:
                 nbytes += w // 8
         if first_d is None:
@@ -86,27 +105,22 @@ def oracle_decode(sig: dict, times: list[int], *, mode: str = "pci", width: int 
         else:
             devsel = facts.DEVSEL_SPEEDS[min(first_d - H, 4) - 1]
 
-        def any_clock(pred, lo, hi):
-            return any(pred(c) for c in range(lo, hi + 1))
-
         if truncated:
             term = "truncated"
         elif first_d is None:
             term = "master_abort"
-        elif pcix and any_clock(lambda c: A("stop_n", c) and A("trdy_n", c) and not A("devsel_n", c), H + 1, end):
+        elif split:
             term = "split_response"
-        elif any_clock(lambda c: A("stop_n", c) and not A("devsel_n", c), first_d + 1, end):
+        elif abort:
             term = "target_abort"
+        elif stop_k is None:
+            term = "normal"
+        elif with_stop:
+            term = "disconnect_with_data"
+        elif stop_k == 0:
+            term = "retry"
         else:
-            k = next((c for c in range(H + 1, end + 1) if A("stop_n", c) and A("devsel_n", c)), None)
-            if k is None:
-                term = "normal"
-            elif A("trdy_n", k) and A("irdy_n", k):
-                term = "disconnect_with_data"
-            elif not any(c < k for c in dp_clocks):
-                term = "retry"
-            else:
-                term = "disconnect_without_data"
+            term = "disconnect_without_data"
 
         perr = False
         if has_ad and has_cbe and has_par:
@@ -118,13 +132,11 @@ def oracle_decode(sig: dict, times: list[int], *, mode: str = "pci", width: int 
                         return False
                     return (_bits(g["ad"][c] >> 32) + _bits((g["cbe_n"][c] >> 4) & 0xF) + g["par64"][c + 1]) % 2 == 1
                 return (_bits(g["ad"][c] & 0xFFFFFFFF) + _bits(g["cbe_n"][c] & 0xF) + g["par"][c + 1]) % 2 == 1
-            checks = [(s, False)] + ([(s + 1, False)] if dac else [])
             for c in dp_clocks:
-                checks.append((c, False))
-                if w == 64:
-                    checks.append((c, True))
-            for c, hi in checks:
-                if bad(c, hi):
+                checks.append((c, True))
+            for c, data in checks:
+                hit = bad(c) or (data and w == 64 and bad(c, True))
+                if hit:
                     perr = True
                     parity_times.append(times[c])
 
@@ -133,12 +145,13 @@ def oracle_decode(sig: dict, times: list[int], *, mode: str = "pci", width: int 
             gnt = 1 if s >= 1 and A("gnt_n", s - 1) else 0
         tag = requester = byte_count = -1
         ro = ns = False
-        a = s + (1 if dac else 0) + 1
-        if pcix and has_ad and has_cbe and a < n:
-            ad_a, cbe_a = g["ad"][a], g["cbe_n"][a] & 0xF
-            tag = (ad_a >> 24) & 0x1F
-            requester = ((ad_a >> 16) & 0xFF) << 8 | ((ad_a >> 11) & 0x1F) << 3 | ((ad_a >> 8) & 0x7)
-            ns, ro = bool(ad_a >> 29 & 1), bool(ad_a >> 30 & 1)
+        if attr_clock is not None and has_ad and has_cbe:
+            ad_a, cbe_a = g["ad"][attr_clock], g["cbe_n"][attr_clock] & 0xF
+            src = g["ad"][s] if code == 0xC else ad_a      # split completion: from the address
+            tag = (src >> 24) & 0x1F
+            requester = ((src >> 16) & 0xFF) << 8 | ((src >> 11) & 0x1F) << 3 | ((src >> 8) & 0x7)
+            ro = bool(src >> 30 & 1)
+            ns = bool(ad_a >> 29 & 1) and code != 0xC
             if code in facts.PCIX_DWORD_COMMANDS:
                 byte_count = 4 - _bits(cbe_a)
             else:

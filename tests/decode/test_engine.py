@@ -174,10 +174,10 @@ def test_capture_starting_mid_transaction_ignores_it():
 
 
 def test_irdy_without_transaction_once_per_run():
-    rec, _, f = dec(["", "I", "I", "", "I", "F", "ITD", ""])
+    rec, _, f = dec(["", "I", "I", "", "I", "", "F", "ITD", ""])
     assert kinds(f) == ["irdy_without_transaction"] * 2
     assert f["time_ps"].tolist() == [P, 4 * P]
-    assert len(rec) == 1 and rec[0]["start_ps"] == 5 * P
+    assert len(rec) == 1 and rec[0]["start_ps"] == 6 * P
 
 
 def test_frame_reasserted_while_final_phase_pending():
