@@ -1,0 +1,185 @@
+"""Sweep: a directory of captures taken at different packet spacings plus the UDPmon scan of
+the same spacings -> one table and a plot of throughput and PCI occupancy against spacing,
+the figure the seed papers drew by hand (receive wire rate and % bus occupancy vs the
+transmit spacing).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pcitrace.correlate.correlate import CapturePackets
+from pcitrace.correlate.runlog import RunLog
+from pcitrace.errors import PcitraceError
+
+CAPTURE_SUFFIXES = (".sr", ".vcd", ".vcd.gz")
+
+
+@dataclass
+class SweepRow:
+    capture: str
+    spacing_us: float                  # requested spacing (scenario) or measured packet spacing
+    spacing_source: str                # 'scenario' or 'measured'
+    measured_spacing_us: float
+    scan: dict                         # the scan row this capture belongs to ({} if none near)
+    throughput_mbit: float             # user bytes moved by the NIC / time, from the capture
+    occupancy: dict[str, float] = field(default_factory=dict)        # bus -> fraction
+    packet_busy_us: dict[str, float] = field(default_factory=dict)   # bus -> median busy per packet
+
+    def flat(self) -> dict:
+        d = {"capture": self.capture, "spacing_us": self.spacing_us, "spacing_source": self.spacing_source,
+             "measured_spacing_us": round(self.measured_spacing_us, 4),
+             "throughput_mbit": round(self.throughput_mbit, 3)}
+        for k in ("inter_pkt_time_us", "recv_wire_rate_mbit", "recv_user_data_rate_mbit", "pct_lost"):
+            if k in self.scan:
+                d[f"scan_{k}"] = self.scan[k]
+        for b, v in sorted(self.occupancy.items()):
+            d[f"occupancy_{b}"] = None if v is None else round(v, 4)
+        for b, v in sorted(self.packet_busy_us.items()):
+            d[f"packet_busy_us_{b}"] = round(v, 4)
+        return d
+
+
+@dataclass
+class SweepResult:
+    scan: RunLog
+    rows: list[SweepRow]
+
+    def table(self) -> list[dict]:
+        return [r.flat() for r in self.rows]
+
+
+def find_captures(directory: str | Path) -> list[Path]:
+    d = Path(directory)
+    if not d.is_dir():
+        raise PcitraceError("is not a directory", path=d, fix="give the directory holding the sweep's captures")
+    caps = sorted(p for p in d.iterdir() if p.is_file() and p.name.endswith(CAPTURE_SUFFIXES))
+    if not caps:
+        raise PcitraceError("holds no captures (.sr, .vcd, .vcd.gz)", path=d,
+                            fix="put one capture per packet spacing in the directory")
+    return caps
+
+
+def _scenario_spacing(capture: Path) -> float | None:
+    """traffic.spacing_us of NAME.scenario.toml beside NAME.sr (simulator outputs and samples)."""
+    name = capture.name
+    for suf in CAPTURE_SUFFIXES:
+        if name.endswith(suf):
+            name = name[: -len(suf)]
+            break
+    sc = capture.with_name(name + ".scenario.toml")
+    if not sc.exists():
+        return None
+    try:
+        data = tomllib.loads(sc.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise PcitraceError(f"cannot read the scenario beside the capture: {exc}", path=sc,
+                            fix="fix or remove the scenario file") from None
+    v = data.get("traffic", {}).get("spacing_us")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def sweep_row(capture: Path, packets: list[CapturePackets], scan: RunLog) -> SweepRow:
+    if not packets:
+        raise PcitraceError("the capture shows no packets", path=capture,
+                            fix="check its profile (NIC identity) with `pcitrace info`")
+    send = next((p for p in packets if p.direction == "tx"), None) or max(packets, key=len)
+    recv = next((p for p in packets if p.direction == "rx"), None)
+    t = np.sort(send.time_ps)
+    measured = float(np.median(np.diff(t))) / 1e6 if len(t) > 1 else math.nan
+    requested = _scenario_spacing(capture)
+    spacing, source = (requested, "scenario") if requested is not None else (measured, "measured")
+    # Throughput as the receiver's bus saw it (what arrived), else the sender's.
+    basis = recv if recv is not None and len(recv) > 1 else send
+    tb = np.sort(basis.time_ps)
+    if len(tb) > 1 and tb[-1] > tb[0]:
+        # n packets span n-1 periods; count n-1 packets' bytes over it.
+        throughput = float(np.sum(basis.bytes[np.argsort(basis.time_ps)][1:])) * 8 / ((tb[-1] - tb[0]) / 1e12) / 1e6
+    else:
+        throughput = math.nan
+    scan_row = {}
+    if scan.rows and "inter_pkt_time_us" in scan.rows[0]:
+        sp = np.array([r["inter_pkt_time_us"] for r in scan.rows], float)
+        k = int(np.argmin(np.abs(sp - spacing)))
+        # Only a near step counts; a capture at a spacing the scan did not run stays unpaired.
+        step = np.min(np.diff(np.unique(sp))) if len(np.unique(sp)) > 1 else max(1.0, spacing)
+        if abs(sp[k] - spacing) <= step / 2:
+            scan_row = scan.rows[k]
+    occ = {p.bus: p.occupancy for p in packets}
+    busy = {p.bus: float(np.nanmedian(p.figures["busy_us"])) for p in packets if "busy_us" in p.figures
+            and np.isfinite(p.figures["busy_us"]).any()}
+    return SweepRow(capture.name, float(spacing), source, measured, scan_row, throughput, occ, busy)
+
+
+def sweep(captures: list[Path], scan: RunLog, packets_of) -> SweepResult:
+    """``packets_of(path) -> list[CapturePackets]`` reads one capture (the analyser normally)."""
+    if scan.kind != "udpmon_bw" or not scan.rows or "recv_wire_rate_mbit" not in scan.rows[0]:
+        raise PcitraceError(f"is a {scan.kind} {scan.variant} log, not a udpmon_bw_mon scan", path=scan.path,
+                            fix="give the output of udpmon_bw_mon -i START -e END (optionally -x)")
+    rows = [sweep_row(Path(c), packets_of(Path(c)), scan) for c in captures]
+    rows.sort(key=lambda r: r.spacing_us)
+    return SweepResult(scan, rows)
+
+
+def plot_sweep(result: SweepResult, out: str | Path, *, title: str | None = None) -> Path:
+    """Two panels against spacing: throughput (scan's receive wire rate, the captures'
+    throughput) and PCI occupancy per bus. Written atomically (PNG/SVG/PDF by suffix)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    scan = result.scan
+    sp = np.array([r["inter_pkt_time_us"] for r in scan.rows], float)
+    wire = np.array([r["recv_wire_rate_mbit"] for r in scan.rows], float)
+    lost = np.array([r.get("pct_lost", np.nan) for r in scan.rows], float)
+    order = np.argsort(sp)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.5, 7.0), sharex=True, constrained_layout=True)
+    ax1.plot(sp[order], wire[order], "o-", color="tab:blue", label="UDPmon recv wire rate (scan)")
+    xs = [r.spacing_us for r in result.rows]
+    ys = [r.throughput_mbit for r in result.rows]
+    ax1.plot(xs, ys, "s--", color="tab:orange", label="throughput on the PCI bus (captures)")
+    ax1.set_ylabel("Mbit/s")
+    ax1.grid(True, alpha=0.3)
+    ax1b = ax1.twinx()
+    ax1b.bar(sp[order], lost[order], width=0.6, alpha=0.2, color="tab:red", label="% lost (scan)")
+    ax1b.set_ylabel("% lost")
+    ax1b.set_ylim(0, 100)
+    h1, l1 = ax1.get_legend_handles_labels()
+    h2, l2 = ax1b.get_legend_handles_labels()
+    ax1.legend(h1 + h2, l1 + l2, loc="lower right", fontsize=8)
+    buses = sorted({b for r in result.rows for b in r.occupancy})
+    for b in buses:
+        pts = [(r.spacing_us, 100 * r.occupancy[b]) for r in result.rows
+               if r.occupancy.get(b) is not None]
+        if pts:
+            x, y = zip(*pts)
+            ax2.plot(x, y, "o-", label=f"{b} bus")
+    ax2.set_ylabel("PCI bus occupancy %")
+    ax2.set_xlabel("transmit spacing between packets (us)")
+    ax2.set_ylim(0, 100)
+    ax2.grid(True, alpha=0.3)
+    if buses:
+        ax2.legend(fontsize=8)
+    size = scan.rows[0].get("pkt_len")
+    fig.suptitle(title or f"{size}-byte UDP packets: throughput and PCI occupancy vs spacing")
+    suffix = out.suffix.lower().lstrip(".") or "png"
+    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=out.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format=suffix, dpi=110)
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    finally:
+        plt.close(fig)
+    return out
