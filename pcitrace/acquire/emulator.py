@@ -299,9 +299,10 @@ class SumpEmulator:
             return None     # armed for ever, as a device whose trigger never comes
         ngroups = self.flags.group_count
         read = 4 * self.read_quads
-        # A device cannot return more than its memory holds.
+        # The memory is a ring: capture stops `delay` samples after the trigger and the device
+        # can return no more than the ring holds, the newest samples.
         read = min(read, self.info.max_samples(ngroups) // 4 * 4)
-        delay = min(4 * self.delay_quads, read)
+        delay = 4 * self.delay_quads
         if self.flags.rle:
             entries, sample_entry = sump.rle_encode(w, groups)
             end = int(sample_entry[min(trig, len(w) - 1)]) + delay
