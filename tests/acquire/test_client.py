@@ -278,3 +278,20 @@ def test_protocol_limits_are_refused_before_the_port_is_opened(emulator):
 def test_missing_port_is_a_clear_error(tmp_path):
     with pytest.raises(PcitraceError, match="cannot open serial port"):
         acquire(str(tmp_path / "ttyNONE"), CaptureRequest(rate_hz=1e6, samples=100, channels={0: "a"}))
+
+
+def test_a_port_where_nothing_answers_is_not_a_sump_device():
+    import os
+    import termios
+    import tty
+
+    master, slave = os.openpty()
+    tty.setraw(slave, termios.TCSANOW)
+    try:
+        with pytest.raises(PcitraceError, match="did not answer the identify"):
+            acquire(os.ttyname(slave), CaptureRequest(rate_hz=1e6, samples=100, channels={0: "a"}),
+                    timeout_s=0.3)
+        assert os.read(master, 100) == IDENTIFY_BYTES[:6]     # resets, then identify; no metadata
+    finally:
+        os.close(slave)
+        os.close(master)
