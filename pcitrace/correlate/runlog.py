@@ -440,18 +440,21 @@ def _read_G(path: Path, lines: list[str], i: int, offset: int, log: RunLog) -> i
 
 
 def _read_L(path: Path, lines: list[str], i: int, offset: int, log: RunLog) -> int:
-    arr, end = _numeric_rows(lines, i + 1, 6)
+    # Row: event; recv; send; diff; one-way; lost packet num; <empty>; d recv; d send; between
+    rows = []
+    end = i + 1
+    while end < len(lines):
+        toks = [t for t in _split(lines[end]) if t != ""]
+        vals = [_num(t) for t in toks]
+        if len(vals) < 6 or any(v is None for v in vals):
+            break
+        rows.append(vals[:6] + [vals[8] if len(vals) >= 9 else 0])
+        end += 1
+    arr = np.array(rows, dtype=float).reshape(-1, 7)
     # The tool prints its whole -L buffer; slots never filled are all-zero rows.
-    used = np.any(arr[:, 1:6] != 0, axis=1) if len(arr) else np.zeros(0, bool)
-    a = arr[used]
-    # Column 10 (num packets between losses) is optional in older versions.
-    between_arr, _ = _numeric_rows(lines, i + 1, 10)
-    if len(between_arr) == len(arr):
-        between = between_arr[used][:, 9].astype(np.int64)
-    else:
-        between = np.zeros(len(a), np.int64)
+    a = arr[np.any(arr[:, 1:6] != 0, axis=1)]
     log.lost = LostEvents(a[:, 5].astype(np.int64), np.rint(a[:, 1] * PS_PER_TENTH_US).astype(np.int64),
-                          np.rint(a[:, 2] * PS_PER_TENTH_US).astype(np.int64), between)
+                          np.rint(a[:, 2] * PS_PER_TENTH_US).astype(np.int64), a[:, 6].astype(np.int64))
     return end
 
 
