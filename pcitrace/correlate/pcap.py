@@ -140,6 +140,9 @@ def read_pcap(path: str | Path, *, port: int | None = None, payload: str = "auto
             raise PcitraceError(f"not a readable pcap / pcapng file ({exc})", path=path, where="file header",
                                 fix="write the capture with tcpdump -w / tshark -w / Wireshark") from None
     t0 = min(times) if times else 0
+    if times and max(times) - t0 >= 2**62:
+        raise PcitraceError("packet times span more than 50 days", path=path, where="timestamps",
+                            fix="check the capture's timestamps (tcpdump -tt -r FILE | head)")
     time_ps = np.array([t - t0 for t in times], np.int64)
     size = np.array(sizes, np.int64)
     sp = np.array(sports, np.int32)
