@@ -54,7 +54,8 @@ class Txn:
     """One bus transaction as the model decides it (the renderer draws it)."""
 
     master: str                 # host | nic | other
-    purpose: str                # csr_read, csr_write, desc_fetch, data_read, split_completion, data_write, status_write, other
+    purpose: str                # csr_read, csr_write, desc_fetch, data_read, data_completion, desc_completion,
+                                # data_write, status_write, other
     command: str                # lists.py snake_case name
     address: int
     nbytes: int                 # bytes the transaction moves (0: retry / split response)
@@ -242,6 +243,7 @@ class _PC:
         self.name = name
         self.bus = bus
         self.tx_queue = _Queue()        # packets handed to the NIC by the driver
+        self.tx_data_queue = _Queue()   # descriptors fetched, data not yet read
         self.rx_queue = _Queue()        # frames arrived from the wire
         self.irq_queue = _Queue()
         self.pending_events: list = []  # (kind, PacketLog) not yet signalled
@@ -252,6 +254,7 @@ class _PC:
         self.tx_count = 0
         self.rx_count = 0
         self.tag = 0
+        self.reads = 0
 
 
 class Model:
@@ -352,8 +355,14 @@ class Model:
                 room = host.read_disconnect_bytes - (a % host.read_disconnect_bytes)
                 if room < want:
                     take, term = room, "disconnect_with_data"
+            waits = host.read_initial_waits
+            lat = self.sc.faults.latency_every
+            if lat and purpose == "data_read" and pc.bus.captured:
+                pc.reads += 1
+                if pc.reads % lat == 0:
+                    waits = 20          # a violation: more than 16 clocks to the first data phase
             t = self._txn(pc, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
-                          termination=term, devsel=1, initial_waits=host.read_initial_waits,
+                          termination=term, devsel=1, initial_waits=waits,
                           wait_every=host.read_waits_every, read=True, packet=seq,
                           data=payload[pos:pos + take], width=cfg.width if take > 4 else 32)
             t = yield ("txn", pc.bus, t)
@@ -406,8 +415,9 @@ class Model:
                 room = limit - ((addr + pos) % limit)
                 if room < take:
                     take, term = room, "disconnect_with_data"
-            t = self._txn(pc, master="host", purpose="split_completion", command="split_completion",
-                          address=(requester << 8) | tag, nbytes=take, termination=term, devsel=1,
+            t = self._txn(pc, master="host", purpose="data_completion" if purpose == "data_read" else "desc_completion",
+                          command="split_completion",
+                          address=(tag << 24) | (requester << 8) | ((addr + pos) & 0x7F), nbytes=take, termination=term, devsel=1,
                           packet=seq, tag=tag, requester=requester, byte_count=n - pos,
                           data=chunk[pos:pos + take])
             t = yield ("txn", pc.bus, t)
@@ -436,11 +446,15 @@ class Model:
                 room = host.write_disconnect_bytes - (a % host.write_disconnect_bytes)
                 if room < take:
                     take, term = room, "disconnect_with_data"
+            if pcix:
+                # a PCI-X write sequence carries at most 4096 bytes; a disconnect continues it
+                seq_left = 4096 - (pos % 4096)
+                take = min(take, seq_left)
             t = self._txn(pc, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
                           termination=term, devsel=1, initial_waits=host.write_initial_waits, packet=seq,
                           data=payload[pos:pos + take], width=cfg.width if take > 4 else 32,
                           tag=(pc.tag if pcix else -1), requester=((1 << 8) | (2 << 3)) if pcix else -1,
-                          byte_count=(n - pos) if pcix else -1)
+                          byte_count=min(n - pos, 4096 - (pos % 4096)) if pcix else -1)
             if pcix:
                 pc.tag = (pc.tag + 1) % 32
             t = yield ("txn", pc.bus, t)
@@ -512,27 +526,34 @@ class Model:
         return
         yield
 
-    def nic_tx(self, pc: _PC):
-        """NIC transmit DMA: descriptor fetch, data read bursts; at most two frames in the
-        FIFO waiting for the wire, so a busy link paces the DMA."""
+    def nic_tx_desc(self, pc: _PC):
+        """NIC descriptor fetch: prompt after the doorbell (tail write), ahead of the data."""
         nic = pc.bus.cfg.nic
         idx = 0
         while True:
             log, payload = yield ("get", pc.tx_queue)
-            while pc.tx_inflight >= 2:
-                yield ("get", pc.tx_fifo_free)
             if nic.desc_bytes:
                 desc = (TX_BUF_BASE + (idx % RING) * 2048).to_bytes(8, "little") \
                     + len(payload).to_bytes(2, "little") + b"\x00\x0b\x00\x00\x00\x00"
                 desc = (desc + bytes(nic.desc_bytes))[:nic.desc_bytes]
                 yield from self._dma_read(pc, TX_RING_BASE + (idx % RING) * 16, desc, "desc_fetch",
                                           log.seq, log.tx_dma)
-                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+            self.eng.put(pc.tx_data_queue, (log, payload, idx))
+            idx += 1
+
+    def nic_tx(self, pc: _PC):
+        """NIC transmit data DMA in read bursts; at most two frames in the FIFO waiting for
+        the wire, so a busy link paces the DMA."""
+        nic = pc.bus.cfg.nic
+        while True:
+            log, payload, idx = yield ("get", pc.tx_data_queue)
+            while pc.tx_inflight >= 2:
+                yield ("get", pc.tx_fifo_free)
+            yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
             yield from self._dma_read(pc, TX_BUF_BASE + (idx % RING) * 2048, payload, "data_read",
                                       log.seq, log.tx_dma)
-            idx += 1
             pc.tx_inflight += 1
-            self.eng.put(pc.wire, (log, payload, self.eng.now + self.us(nic.tx_latency_us), idx - 1))
+            self.eng.put(pc.wire, (log, payload, self.eng.now + self.us(nic.tx_latency_us), idx))
 
     def nic_wire(self, pc: _PC):
         """Transmitter MAC: puts DMA'd frames on the link, honouring pause frames."""
@@ -679,6 +700,7 @@ class Model:
     def run(self) -> ModelResult:
         eng = self.eng
         for pc in self.pcs.values():
+            eng.spawn(self.nic_tx_desc(pc))
             eng.spawn(self.nic_tx(pc))
             eng.spawn(self.nic_wire(pc))
             eng.spawn(self.nic_rx(pc))

@@ -110,14 +110,21 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     occupancy: dict[str, dict] = {}
     first_word_time: dict[int, int] = {}          # id(txn) -> time of its first data phase
     rec_time: dict[int, tuple[int, int]] = {}     # id(txn) -> (start_ps, end_ps)
+    all_txns: list = []
 
-    for b in buses:
+    for bi, b in enumerate(buses):
         cfg = b.cfg
         K = b.clock_at(duration)                # clocks k with T/2 + kT < duration
         if not timing:
             K = nsamples
         txns = b.txns
         specs = to_specs(txns)
+        frng = np.random.default_rng([sc.seed, 0xFA, bi])
+        share = lambda n: n // len(buses) + (bi < n % len(buses))      # noqa: E731
+        if sc.faults.parity_errors:
+            cand = [i for i, t in enumerate(txns) if t.master == "nic" and len(specs[i].data)]
+            for i in sorted(frng.choice(cand, min(len(cand), share(sc.faults.parity_errors)), replace=False)):
+                specs[i].parity_error = int(frng.integers(0, len(specs[i].data)))
         rb = render(specs, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
                     masters=MASTERS, gnt_master=0 if sc.gnt else None, with_ad=sc.ad,
                     tail=1, total_clocks=K)
@@ -129,18 +136,27 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
                                  f"{starts[bad]}..{ends[bad]} but rendered at "
                                  f"{rb.start_clock[bad]}..{rb.end_clock[bad]}")
         phase = b.phase
+        injected = _inject_signals(sc, rb.signals, txns, starts, ends, frng, share)
         recs = rb.records.copy()
         recs["start_ps"] = phase + starts * b.period
         recs["end_ps"] = phase + ends * b.period
         finds = rb.findings.copy()
         finds["time_ps"] += phase
+        glitches = []
+        if sc.faults.glitches and timing:
+            busy_txns = [i for i, t in enumerate(txns) if t.clocks >= 4]
+            for i in sorted(frng.choice(busy_txns, min(len(busy_txns), share(sc.faults.glitches)), replace=False)):
+                line = ("frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n")[int(frng.integers(0, 5))]
+                glitches.append((line, int(starts[i]) + int(frng.integers(1, txns[i].clocks - 1))))
+        extra = [(phase + c * b.period, cfg.name, kind, msg) for kind, c, msg in injected]
         first = _first_data_clocks(rb.signals, starts)
         for t, s0, e0, f0 in zip(txns, starts, ends, first):
             rec_time[id(t)] = (phase + int(s0) * b.period, phase + int(e0) * b.period)
             first_word_time[id(t)] = phase + int(f0) * b.period if f0 >= 0 else -1
         rec_parts.append(recs)
-        find_parts.append(finds)
+        find_parts.append(finds)       # replaced below once the channel faults are known
         ann.extend({"master": t.master, "purpose": t.purpose, "packet": t.packet} for t in txns)
+        all_txns.extend(txns)
         occupancy[cfg.name] = _occupancy(rb.signals, txns, recs, b, K)
 
         # -- channels --------------------------------------------------------------------
@@ -166,8 +182,17 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
                 continue
             v = rb.signals[s]
             arrays[ch] = v[k] if timing else v[:K]
+            for line, gc in glitches:
+                if line == s:
+                    # one sample after the quarter-period change, well before the next edge
+                    gs = e0 + gc * n + c + 1
+                    arrays[ch][gs] ^= 1
+                    extra.append((gs * p, cfg.name, "glitch", f"{PCI_CHANNELS[s]} pulsed for one sample"))
             if s in ("ad", "cbe_n"):
                 widths[ch] = cfg.width if s == "ad" else cfg.width // 8
+        if extra:
+            finds = np.sort(np.concatenate((finds, np.array(extra, FINDING_DTYPE))), order="time_ps")
+        find_parts[-1] = finds
         profile_buses.append(BusProfile(
             name=cfg.name, kind=cfg.kind, signals=signals, width=cfg.width,
             clock_hz=None if timing else 1e12 / b.period,
@@ -227,6 +252,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     order = np.lexsort((np.arange(len(records)), records["start_ps"]))
     records = records[order]
     ann = [ann[i] for i in order]
+    rec_index = {id(all_txns[j]): i for i, j in enumerate(order)}
     rec_dicts = []
     for r, a in zip(records, ann):
         d = record_to_dict(r)
@@ -255,7 +281,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
                       "message": str(f["message"])} for f in findings],
         "frames": frames_out,
         "pauses": [{"start_ps": a, "end_ps": z} for a, z in model.pauses],
-        "packets": _packets(model, rec_time, first_word_time),
+        "packets": _packets(model, rec_time, first_word_time, rec_index),
         "occupancy": occupancy,
     }
     tb = TimeBase.timing(1e12 / p) if timing else TimeBase.state(clock_hz=1e12 / periods[0],
@@ -264,6 +290,28 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     cap = Capture.from_arrays(arrays, tb, widths=widths, metadata=meta)
     prof = Profile(profile_buses, source="memory")
     return SimResult(cap, prof, truth, sc)
+
+
+def _inject_signals(sc, sig, txns, starts, ends, rng, share) -> list[tuple[str, int, str]]:
+    """Clock-level protocol violations that leave every record as it was (docs/records.md):
+    IRDY# on an idle clock between transactions, TRDY# on a CSR write's wait clock before
+    DEVSEL#. Returns (finding kind, clock, message)."""
+    out = []
+    n = share(sc.faults.stray_irdy)
+    if n:
+        gaps = [int(ends[i]) + 2 for i in range(len(txns) - 1) if starts[i + 1] - ends[i] - 1 >= 3]
+        for c in sorted(rng.choice(gaps, min(n, len(gaps)), replace=False)) if gaps else []:
+            sig["irdy_n"][c] = 0
+            out.append(("irdy_without_transaction", int(c), "IRDY# asserted with no transaction"))
+    n = share(sc.faults.trdy_without_devsel)
+    if n:
+        cand = [i for i, t in enumerate(txns) if t.purpose == "csr_write" and t.termination == "normal"
+                and t.devsel >= 2]
+        for i in sorted(rng.choice(cand, min(n, len(cand)), replace=False)) if cand else []:
+            c = int(starts[i]) + (2 if txns[i].pcix else 1)
+            sig["trdy_n"][c] = 0
+            out.append(("trdy_without_devsel", c, "TRDY# asserted before DEVSEL#"))
+    return out
 
 
 def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
@@ -291,30 +339,30 @@ def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
     }
 
 
-def _txn_rows(txns, rec_time, first_word_time):
+def _txn_rows(txns, rec_time, first_word_time, rec_index):
     rows = []
     for t in txns:
-        if id(t) not in rec_time:
+        if id(t) not in rec_time:      # on a bus nobody probes
             continue
         s, e = rec_time[id(t)]
-        rows.append({"start_ps": s, "end_ps": e, "bytes": t.nbytes, "purpose": t.purpose,
-                     "command": t.command, "termination": t.termination,
+        rows.append({"record": rec_index[id(t)], "start_ps": s, "end_ps": e, "bytes": t.nbytes,
+                     "purpose": t.purpose, "termination": t.termination,
                      "first_word_ps": first_word_time[id(t)]})
     return rows
 
 
-def _packets(model: ModelResult, rec_time, first_word_time) -> list[dict]:
+def _packets(model: ModelResult, rec_time, first_word_time, rec_index) -> list[dict]:
     out = []
     bus_of = {pc: None for pc in ("a", "b")}
     for b in model.buses.values():
         bus_of[b.cfg.pc] = b.cfg.name
     for pk in model.packets:
-        csr = _txn_rows(pk.csr_txns, rec_time, first_word_time)
-        tx = _txn_rows(pk.tx_dma, rec_time, first_word_time)
-        rx = _txn_rows(pk.rx_dma, rec_time, first_word_time)
-        tx_irq = _txn_rows(pk.tx_irq_csr, rec_time, first_word_time)
-        rx_irq = _txn_rows(pk.rx_irq_csr, rec_time, first_word_time)
-        data_tx = [r for r in tx if r["purpose"] in ("data_read", "split_completion") and r["bytes"]]
+        csr = _txn_rows(pk.csr_txns, rec_time, first_word_time, rec_index)
+        tx = _txn_rows(pk.tx_dma, rec_time, first_word_time, rec_index)
+        rx = _txn_rows(pk.rx_dma, rec_time, first_word_time, rec_index)
+        tx_irq = _txn_rows(pk.tx_irq_csr, rec_time, first_word_time, rec_index)
+        rx_irq = _txn_rows(pk.rx_irq_csr, rec_time, first_word_time, rec_index)
+        data_tx = [r for r in tx if r["purpose"] in ("data_read", "data_completion") and r["bytes"]]
         data_rx = [r for r in rx if r["purpose"] == "data_write"]
         f = pk.frame
         d = {
@@ -322,22 +370,29 @@ def _packets(model: ModelResult, rec_time, first_word_time) -> list[dict]:
             "frame_bytes": pk.frame_bytes, "lost": pk.lost,
             "send_bus": bus_of[pk.src], "recv_bus": bus_of[pk.dst],
             "app_send_ps": pk.send_app_ps,
-            "csr": csr,
+            "csr_records": [r["record"] for r in csr],
             "csr_start_ps": csr[0]["start_ps"] if csr else -1,
             "csr_end_ps": csr[-1]["end_ps"] if csr else -1,
             "csr_retries": sum(r["termination"] == "retry" for r in csr),
             "first_dma_ps": tx[0]["start_ps"] if tx else -1,
-            "tx_dma": tx,
+            "tx_dma_records": [r["record"] for r in tx],
+            "tx_data_bursts": len(data_tx),
             "tx_bytes": sum(r["bytes"] for r in data_tx),
+            "tx_data_start_ps": data_tx[0]["start_ps"] if data_tx else -1,
             "tx_first_word_ps": data_tx[0]["first_word_ps"] if data_tx else -1,
             "tx_dma_end_ps": data_tx[-1]["end_ps"] if data_tx else -1,
             "wire_start_ps": f.start_ps if f else -1,
             "wire_end_ps": f.end_ps if f else -1,
             "wire_time_ps": (f.end_ps - f.start_ps) if f else -1,
-            "rx_dma": rx,
+            "rx_dma_records": [r["record"] for r in rx],
+            "rx_data_bursts": len(data_rx),
             "rx_bytes": sum(r["bytes"] for r in data_rx),
+            "rx_data_start_ps": data_rx[0]["start_ps"] if data_rx else -1,
             "rx_first_word_ps": data_rx[0]["first_word_ps"] if data_rx else -1,
+            "rx_data_end_ps": data_rx[-1]["end_ps"] if data_rx else -1,
             "rx_dma_end_ps": rx[-1]["end_ps"] if rx else -1,
+            "tx_irq_csr_records": [r["record"] for r in tx_irq],
+            "rx_irq_csr_records": [r["record"] for r in rx_irq],
             "tx_irq_csr_start_ps": tx_irq[0]["start_ps"] if tx_irq else -1,
             "rx_irq_csr_start_ps": rx_irq[0]["start_ps"] if rx_irq else -1,
         }
@@ -378,7 +433,32 @@ def output_paths(path: str | os.PathLike) -> tuple[Path, Path, Path]:
 
 
 def truth_json(truth: dict) -> str:
-    return json.dumps(truth, indent=1, sort_keys=False) + "\n"
+    """Compact but diff-friendly: one line per record / frame / packet."""
+    parts = []
+    for k, v in truth.items():
+        if isinstance(v, list) and v:
+            body = ",\n".join(json.dumps(x, separators=(",", ":")) for x in v)
+            parts.append(f"{json.dumps(k)}: [\n{body}\n]")
+        elif isinstance(v, dict) and v:
+            body = ",\n".join(f"{json.dumps(kk)}: {json.dumps(vv, separators=(',', ':'))}"
+                               for kk, vv in v.items())
+            parts.append(f"{json.dumps(k)}: {{\n{body}\n}}")
+        else:
+            parts.append(f"{json.dumps(k)}: {json.dumps(v)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def load_truth(path: str | os.PathLike) -> dict:
+    """Read a NAME.truth.json."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PcitraceError(f"cannot read the truth file: {exc.strerror}", path=path, fix="check the path") from None
+    except json.JSONDecodeError as exc:
+        raise PcitraceError(f"not valid JSON: {exc}", path=path, fix="regenerate it with pcitrace simulate") from None
+    if data.get("format") != TRUTH_FORMAT:
+        raise PcitraceError(f"not a {TRUTH_FORMAT} file", path=path, fix="regenerate it with pcitrace simulate")
+    return data
 
 
 def write_outputs(result: SimResult, path: str | os.PathLike) -> tuple[Path, Path, Path]:

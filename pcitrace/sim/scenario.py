@@ -80,6 +80,13 @@ Top level::
     coalesce_packets = 1        # interrupt after this many frames ...
     coalesce_us = 0.0           # ... or this long after the first unsignalled one (0 = off)
 
+    [faults]                    # protocol violations (the truth lists the findings they cause)
+    parity_errors = 0           # NIC data phases with a wrong PAR
+    latency_every = 0           # every n-th DMA read: 20 wait clocks (> 16: initial latency)
+    glitches = 0                # timing mode: a control line pulses for one sample mid-clock
+    stray_irdy = 0              # IRDY# asserted on an idle clock, outside any transaction
+    trdy_without_devsel = 0     # TRDY# on a CSR write's decode clock, before DEVSEL#
+
     [[bus.other]]               # unrelated traffic from another device on this bus
     rate_per_us = 0.02          # mean transactions per microsecond (Poisson)
     bytes = 256
@@ -200,6 +207,19 @@ class LinkConfig:
 
 
 @dataclasses.dataclass
+class FaultConfig:
+    parity_errors: int = 0
+    latency_every: int = 0
+    glitches: int = 0
+    stray_irdy: int = 0
+    trdy_without_devsel: int = 0
+
+    @property
+    def any(self) -> bool:
+        return any(dataclasses.astuple(self))
+
+
+@dataclasses.dataclass
 class Scenario:
     name: str = "scenario"
     seed: int = 1
@@ -210,6 +230,7 @@ class Scenario:
     traffic: TrafficConfig = dataclasses.field(default_factory=TrafficConfig)
     link: LinkConfig = dataclasses.field(default_factory=LinkConfig)
     buses: list[BusConfig] = dataclasses.field(default_factory=list)
+    faults: FaultConfig = dataclasses.field(default_factory=FaultConfig)
     path: str | None = None
 
     def to_dict(self) -> dict:
@@ -320,6 +341,15 @@ def parse_scenario(data: dict, path: str | None = None) -> Scenario:
         raise lk.err("lost", f"is {lost!r}", "write lost = [3, 17] (frame sequence numbers, >= 0)")
     sc.link.lost = list(lost)
     lk.finish()
+
+    fr = _Reader(r.sub("faults"), "faults", path)
+    _fill(sc.faults, fr, {"parity_errors": {"lo": 0, "hi": 1000}, "latency_every": {"lo": 0, "hi": 100000},
+                          "glitches": {"lo": 0, "hi": 1000}, "stray_irdy": {"lo": 0, "hi": 1000},
+                          "trdy_without_devsel": {"lo": 0, "hi": 1000}})
+    fr.finish()
+    if sc.faults.glitches and sc.mode != "timing":
+        raise fr.err("glitches", "needs a timing capture (a glitch is shorter than a clock)",
+                     'set mode = "timing" or glitches = 0')
 
     r.used.add("bus")
     buses = data.get("bus", [])
