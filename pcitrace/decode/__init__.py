@@ -74,6 +74,9 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
     start_ps = end_ps = 0
     first_times = None
     empty_sig = None
+    lanes = {sig: sum(capture.channel(c).width for c in bus.channels_of(sig))
+             for sig in ("ad", "cbe_n") if sig in bus.signals}
+    ad_bits, cbe_bits = lanes.get("ad", 64), lanes.get("cbe_n", 8)
     for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name):
         if len(ch) == 0:
             continue
@@ -84,13 +87,15 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
         clocks += len(ch)
         empty_sig = {k: v[:0] for k, v in ch.sig.items()}
         r, w, f, carry = decode_clocks(ch.sig, ch.times_ps, mode=bus.mode, width=bus.width,
-                                       bus=bus.name, carry=carry, final=False)
+                                       bus=bus.name, carry=carry, final=False, ad_bits=ad_bits,
+                                       cbe_bits=cbe_bits)
         recs.append(r), words.append(w), finds.append(f)
         if progress is not None:
             progress(len(ch))
     if carry is not None:
         r, w, f, carry = decode_clocks(empty_sig, np.zeros(0, np.int64), mode=bus.mode,
-                                       width=bus.width, bus=bus.name, carry=carry, final=True)
+                                       width=bus.width, bus=bus.name, carry=carry, final=True,
+                                       ad_bits=ad_bits, cbe_bits=cbe_bits)
         recs.append(r), words.append(w), finds.append(f)
     summary = BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
                          _clock_hz(bus, first_times, clocks, start_ps, end_ps), clocks, start_ps, end_ps)
@@ -205,14 +210,16 @@ def _summary_only(capture, bus) -> BusSummary:
 
 
 def _decode_sigrok(capture, pci_buses, profile):
-    """Run the reference decoder through sigrok-cli, writing a temporary .sr if the capture
-    is not one already."""
+    """Run the reference decoder through sigrok-cli, writing a temporary .sr for a capture
+    that is not a file."""
     from pcitrace.capture import write_sr
     from pcitrace.decode.sigrok import run_sigrok
 
     with contextlib.ExitStack() as stack:
         path = capture.path
-        if not (path and str(path).lower().endswith(".sr") and os.path.exists(path)):
+        # run_sigrok reads .sr and VCD files itself (a VCD becomes a state-mode copy there);
+        # an in-memory capture is written out first
+        if not (path and os.path.exists(path)):
             tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pcitrace-sigrok-"))
             path = os.path.join(tmpdir, "capture.sr")
             write_sr(capture, path)
