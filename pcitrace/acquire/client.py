@@ -32,7 +32,8 @@ class CaptureRequest:
     ``channels``: probe index -> channel name, in the order they go into the capture
     (empty: every probe the device has, named CH0, CH1, ...).
     ``stages``: trigger stages (empty: start at once). ``pretrigger``: fraction of the
-    samples kept from before the trigger.
+    samples kept from before the trigger. ``external_clock``: one sample per edge of the
+    device's clock input (a state capture; the divider is unused).
     """
 
     rate_hz: float
@@ -41,6 +42,10 @@ class CaptureRequest:
     stages: list[sump.TriggerStage] = dataclasses.field(default_factory=list)
     pretrigger: float = 0.1
     rle: bool = False
+    # State capture: sample on the device's external clock input (e.g. the PCI CLK); rate_hz
+    # is then that clock's frequency, used only for the time base.
+    external_clock: bool = False
+    invert_clock: bool = False
 
 
 @dataclasses.dataclass
@@ -124,7 +129,10 @@ def plan_capture(req: CaptureRequest, info: sump.DeviceInfo) -> CapturePlan:
     if req.rate_hz > info.max_rate_hz:
         raise _refuse(f"rate {req.rate_hz / 1e6:g} MHz is above {info.name}'s maximum of "
                       f"{info.max_rate_hz / 1e6:g} MHz", f"use --rate {info.max_rate_hz} or less")
-    divider, demux, actual = sump.divider_for(req.rate_hz)
+    if req.external_clock:
+        divider, demux, actual = 0, False, float(req.rate_hz)
+    else:
+        divider, demux, actual = sump.divider_for(req.rate_hz)
     groups = [False] * 4
     for idx in req.channels:
         groups[idx // sump.GROUP_BITS] = True
@@ -162,7 +170,8 @@ def plan_capture(req: CaptureRequest, info: sump.DeviceInfo) -> CapturePlan:
         delay_quads = read_quads
         stages = [sump.TriggerStage(mask=0, value=0, level=0, start=True)]
         triggered = False
-    flags = sump.Flags(demux=demux, groups=tuple(groups), rle=req.rle)
+    flags = sump.Flags(demux=demux, groups=tuple(groups), rle=req.rle, external_clock=req.external_clock,
+                       invert_clock=req.invert_clock and req.external_clock)
     return CapturePlan(req, info, divider, demux, actual, flags, read_quads, delay_quads, stages, triggered)
 
 
@@ -353,7 +362,8 @@ def decode_samples(raw: bytes | bytearray, plan: CapturePlan) -> np.ndarray:
 
 
 def to_capture(words: np.ndarray, plan: CapturePlan, *, complete: bool, port: str | None = None) -> Capture:
-    """Probe words (time order) -> a timing Capture with one uint8 array per requested channel."""
+    """Probe words (time order) -> a Capture (timing, or state with an external clock) with one
+    uint8 array per requested channel."""
     arrays = {name: ((words >> np.uint32(idx)) & 1).astype(np.uint8)
               for idx, name in plan.request.channels.items()}
     trig = None
@@ -367,12 +377,15 @@ def to_capture(words: np.ndarray, plan: CapturePlan, *, complete: bool, port: st
         "device": plan.info.name,
         "port": port,
         "samplerate_hz": plan.rate_hz,
+        "external_clock": plan.flags.external_clock,
         "probes": {name: idx for idx, name in plan.request.channels.items()},
         "complete": complete,
         "rle": plan.flags.rle,
         "trigger_sample": trig,
     }
-    return Capture.from_arrays(arrays, TimeBase.timing(plan.rate_hz), metadata=meta)
+    # An external clock gives one sample per bus clock: a state capture at that clock.
+    tb = TimeBase.state(clock_hz=plan.rate_hz) if plan.flags.external_clock else TimeBase.timing(plan.rate_hz)
+    return Capture.from_arrays(arrays, tb, metadata=meta)
 
 
 def acquire(port: str, req: CaptureRequest, *, baudrate: int = DEFAULT_BAUD, timeout_s: float = 1.0,

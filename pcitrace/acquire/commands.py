@@ -133,6 +133,10 @@ def parse_trigger(specs: tuple[str, ...], channels: dict[int, str] | None, names
 @click.option("--pretrigger", default=10.0, show_default=True, type=float,
               help="Percent of the samples kept from before the trigger.")
 @click.option("--rle", is_flag=True, help="Run-length encode on the device (longer captures of quiet buses).")
+@click.option("--external-clock", is_flag=True,
+              help="Sample on the device's clock input (a state capture, e.g. on PCI CLK); --rate is then "
+                   "that clock's frequency.")
+@click.option("--falling-edge", is_flag=True, help="With --external-clock: sample on the falling edge.")
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
               help="Channel profile: its channel names name probes 0, 1, ... in order.")
 @click.option("--wait", "wait_s", type=float, default=None, help="Give up if no trigger within this many seconds.")
@@ -140,8 +144,8 @@ def parse_trigger(specs: tuple[str, ...], channels: dict[int, str] | None, names
               help="Seconds of silence that count as a dead device.")
 @click.option("--baud", type=int, default=115200, show_default=True, help="Serial speed.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output .sr file.")
-def capture(port, rate, samples, channels, triggers, pretrigger, rle, profile_path, wait_s, timeout_s, baud,
-            output):
+def capture(port, rate, samples, channels, triggers, pretrigger, rle, external_clock, falling_edge, profile_path,
+            wait_s, timeout_s, baud, output):
     """Capture from a SUMP / OLS logic analyser into a .sr file.
 
     Ctrl-C stops the capture and keeps the samples read so far; so does a device that
@@ -156,14 +160,18 @@ def capture(port, rate, samples, channels, triggers, pretrigger, rle, profile_pa
     chan_map = parse_channels(channels, names)
     stages = parse_trigger(triggers, chan_map, names)
     req = CaptureRequest(rate_hz=parse_quantity(rate, "rate", "Hz"), samples=int(parse_quantity(samples, "samples")),
-                         channels=chan_map or {}, stages=stages, pretrigger=pretrigger / 100.0, rle=rle)
+                         channels=chan_map or {}, stages=stages, pretrigger=pretrigger / 100.0, rle=rle,
+                         external_clock=external_clock, invert_clock=falling_edge)
+    if falling_edge and not external_clock:
+        raise PcitraceError("--falling-edge needs --external-clock", where="--falling-edge",
+                            fix="add --external-clock or drop --falling-edge")
     if chan_map is not None:
         check_request(req)   # before the port is opened
 
     reporter = _Progress()
 
     def on_plan(plan):
-        if abs(plan.rate_hz - req.rate_hz) > 1e-6 * req.rate_hz:
+        if not external_clock and abs(plan.rate_hz - req.rate_hz) > 1e-6 * req.rate_hz:
             click.echo(f"pcitrace: note: {plan.info.name} samples at {plan.rate_hz:,.0f} Hz "
                        f"(nearest to {req.rate_hz:,.0f} Hz)", err=True)
         reporter.start(plan)
@@ -238,9 +246,11 @@ class _Progress:
 @click.option("--max-rate", "max_rate", default="200M", show_default=True, help="Highest sample rate offered.")
 @click.option("--probes", default=None, help="Capture lines on probes 0, 1, ... (default: all, up to 32).")
 @click.option("--fault-after", "fault_after", default=None, help="Fail after this many bytes of sample data.")
+@click.option("--clock-line", default=None,
+              help="Line of a timing capture that drives the external clock input (default: CLK if present).")
 @click.option("--fault-mode", type=click.Choice(["close", "hang"]), default="close", show_default=True,
               help="close: the pty disappears (unplugged cable); hang: it goes silent.")
-def emulate_sump(capture_path, memory, max_rate, probes, fault_after, fault_mode):
+def emulate_sump(capture_path, memory, max_rate, probes, fault_after, clock_line, fault_mode):
     """Serve CAPTURE as an emulated SUMP analyser on a pseudo-terminal.
 
     Prints the pty path on stdout (point `pcitrace capture --port` at it) and serves
@@ -254,7 +264,7 @@ def emulate_sump(capture_path, memory, max_rate, probes, fault_after, fault_mode
                        memory=int(parse_quantity(memory, "memory")),
                        max_rate_hz=int(parse_quantity(max_rate, "max-rate", "Hz")),
                        fault_after=int(parse_quantity(fault_after, "fault-after")) if fault_after else None,
-                       fault_mode=fault_mode)
+                       fault_mode=fault_mode, clock_line=clock_line)
     emu.start()
     click.echo(emu.port)
     sys.stdout.flush()

@@ -9,8 +9,12 @@ unchanged), runs its trigger stages over it, and sends the read window last samp
 run-length encoded if asked, as a device does. Before the capture starts the world holds
 its first sample and after it ends its last one.
 
-Deliberate limits, stated: external clock, noise filter and test modes are accepted and
-ignored; a stage counts as configured once any of its three registers was written since
+With the external-clock flag the device takes one sample per clock edge instead: every
+sample of a state capture, or each rising (falling, with the invert flag) edge of the
+``clock_line`` of a timing capture (read at the first sample after the edge, as pcitrace
+reads timing captures everywhere, docs/records.md).
+
+Deliberate limits, stated: the noise filter and test modes are accepted and ignored; a stage counts as configured once any of its three registers was written since
 the last reset (the hardware's unconfigured stages, mask 0, would match at once).
 
 ``bytes_per_s`` paces the transfer like a slow serial link. The fault mode stops after ``fault_after`` bytes of sample data: ``"close"`` closes the pty
@@ -73,7 +77,8 @@ class SumpEmulator:
     def __init__(self, capture: Capture, *, probes: list[str] | None = None,
                  memory: int = DEFAULT_MEMORY, max_rate_hz: int = DEFAULT_MAX_RATE,
                  fault_after: int | None = None, fault_mode: str = "close",
-                 bytes_per_s: float | None = None, name: str = "pcitrace SUMP emulator"):
+                 bytes_per_s: float | None = None, clock_line: str | None = None,
+                 name: str = "pcitrace SUMP emulator"):
         lines = probe_lines(capture)
         by_name = {ln[0]: ln for ln in lines}
         if probes is None:
@@ -101,6 +106,13 @@ class SumpEmulator:
             raise PcitraceError(f"sample memory of {memory} bytes is too small", fix="use --memory 4 or more")
         self.capture = capture
         self.lines = chosen
+        if clock_line is None and capture.timebase.mode == "timing":
+            clock_line = next((ln[0] for ln in lines if ln[0].upper().split(".")[-1] in ("CLK", "PCICLK", "CLOCK")),
+                              None)
+        if clock_line is not None and clock_line not in by_name:
+            raise PcitraceError(f"no line named {clock_line!r} for the external clock", path=capture.path,
+                                fix="name a 1-bit line of the capture")
+        self.clock_line = by_name[clock_line] if clock_line else None
         probe_count = min(sump.MAX_CHANNELS, -(-len(chosen) // 8) * 8)
         self.info = sump.DeviceInfo(name=name, fpga_version="pcitrace-emu", probes=probe_count,
                                     sample_memory=int(memory), max_rate_hz=int(max_rate_hz),
@@ -119,7 +131,7 @@ class SumpEmulator:
         self._master = self._slave = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._world_cache: dict[float, np.ndarray] = {}
+        self._world_cache: dict = {}
         self._times = None
         self._reset_state()
 
@@ -224,6 +236,37 @@ class SumpEmulator:
     def rate_hz(self) -> float:
         return sump.rate_for(self.divider, self.flags.demux)
 
+    def _words_at(self, src: np.ndarray) -> np.ndarray:
+        data = self.capture.read(sorted({ln[1] for ln in self.lines}))
+        w = np.zeros(len(src), np.uint32)
+        for k, (_, chan, bit) in enumerate(self.lines):
+            arr = data[chan][src]
+            w |= (((arr >> arr.dtype.type(bit)) & 1).astype(np.uint32) << np.uint32(k))
+        return w
+
+    def clocked_world(self, falling: bool = False) -> np.ndarray:
+        """Probe words, one per external clock edge."""
+        key = ("ext", falling)
+        if key in self._world_cache:
+            return self._world_cache[key]
+        cap = self.capture
+        if cap.timebase.mode == "state":
+            src = np.arange(cap.num_samples)
+        elif self.clock_line is None:
+            w = np.zeros(0, np.uint32)
+            self._world_cache = {key: w}
+            return w
+        else:
+            _, chan, bit = self.clock_line
+            clk = cap.read([chan])[chan]
+            clk = ((clk >> clk.dtype.type(bit)) & 1).astype(np.int8)
+            edge = np.diff(clk) == (-1 if falling else 1)
+            # the first sample after the edge, as pcitrace reads timing captures (docs/records.md)
+            src = np.flatnonzero(edge) + 1
+        w = self._words_at(src) if len(src) else np.zeros(0, np.uint32)
+        self._world_cache = {key: w}
+        return w
+
     def world(self, rate_hz: float) -> np.ndarray:
         """Probe words (uint32) as the device samples the capture at ``rate_hz``."""
         if rate_hz in self._world_cache:
@@ -239,11 +282,7 @@ class SumpEmulator:
             n = span * rate_hz // 10**12 + 1
             t = times[0] + np.rint(np.arange(int(n)) * (1e12 / rate_hz)).astype(np.int64)
             src = np.searchsorted(times, t, side="right") - 1
-            data = cap.read(sorted({ln[1] for ln in self.lines}))
-            w = np.zeros(len(src), np.uint32)
-            for k, (_, chan, bit) in enumerate(self.lines):
-                arr = data[chan][src]
-                w |= (((arr >> arr.dtype.type(bit)) & 1).astype(np.uint32) << np.uint32(k))
+            w = self._words_at(src)
         self._world_cache = {rate_hz: w}
         return w
 
@@ -293,7 +332,12 @@ class SumpEmulator:
         groups = self.flags.groups
         if not any(groups):
             return b""
-        w = self.world(self.rate_hz)
+        if self.flags.external_clock:
+            w = self.clocked_world(self.flags.invert_clock)
+            if len(w) == 0:
+                return None     # no clock on the clock input: nothing is ever sampled
+        else:
+            w = self.world(self.rate_hz)
         trig = self.find_trigger(w)
         if trig is None:
             return None     # armed for ever, as a device whose trigger never comes

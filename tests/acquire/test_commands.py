@@ -19,7 +19,7 @@ from pcitrace.cli import main
 from pcitrace.errors import PcitraceError
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = ROOT / "samples"
+SAMPLES = Path(os.environ.get("PCITRACE_SAMPLES_DIR", ROOT / "samples"))
 CONTROL = ["clk", "frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n", "gnt_n", "req_n"]
 CHANNEL_OF = {"clk": "CLK", "frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#",
               "devsel_n": "DEVSEL#", "gnt_n": "GNT#", "req_n": "REQ#"}
@@ -132,6 +132,44 @@ def test_decimated_capture_decodes_the_same(tmp_path, emulator, capsys):
     assert diff_records(decode(src, prof), decode(out, prof)) == []
 
 
+def test_external_clock_capture_is_a_state_capture_that_decodes_the_same(tmp_path, emulator, capsys):
+    from pcitrace.decode.records import diff_records
+
+    src, prof, rb = control_only_capture(tmp_path)
+    emu = emulator(open_capture(src), memory=1 << 20)
+    assert emu.clock_line[0] == "CLK"
+    out = tmp_path / "state.sr"
+    ctl = [CHANNEL_OF[s] for s in CONTROL[1:]]
+    chans = ",".join(f"{c}={i + 1}" for i, c in enumerate(ctl))    # probe 0 is CLK: not needed
+    rc = main(["capture", "--port", emu.port, "--external-clock", "--rate", "25M", "--samples", "200",
+               "--channels", chans, "-o", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    got = open_capture(out)
+    assert got.timebase.mode == "state" and got.timebase.clock_hz == 25e6 and got.num_samples == 200
+    state_prof = tmp_path / "state.profile.toml"
+    save_profile(Profile([BusProfile("pci", "pci", signals={s: CHANNEL_OF[s] for s in CONTROL[1:]},
+                                     clock_hz=25e6)]), state_prof)
+    original, captured = decode(src, prof), decode(out, state_prof)
+    assert len(captured) == len(rb.records) == 5
+    # clock i is at its rising edge (sample 4i + 2 = 40i + 20 ns) in the timing original
+    assert ((original["start_ps"] - captured["start_ps"]) == 20_000).all()
+    assert diff_records(original, captured, ignore=("start_ps", "end_ps")) == []
+
+
+def test_external_clock_on_a_state_capture_takes_every_sample(emulator):
+    from pcitrace.acquire.client import CaptureRequest, acquire
+
+    cap = Capture.from_arrays({"A": np.arange(100) % 3 == 0, "B": np.arange(100) % 5 == 0},
+                              TimeBase.state(clock_hz=66e6))
+    emu = emulator(cap)
+    acq = acquire(emu.port, CaptureRequest(rate_hz=66e6, samples=100, channels={0: "A", 1: "B"},
+                                           external_clock=True))
+    got = acq.capture.read()
+    assert acq.capture.timebase.mode == "state"
+    assert np.array_equal(got["A"], (np.arange(100) % 3 == 0).astype(np.uint8))
+    assert np.array_equal(got["B"], (np.arange(100) % 5 == 0).astype(np.uint8))
+
+
 def test_unplugged_capture_exits_2_and_keeps_the_samples(tmp_path, emulator, capsys):
     cap, arrays = random_capture(n=6000, lines=8, rate=10e6)
     emu = emulator(cap, memory=16384, fault_after=3000)
@@ -218,33 +256,59 @@ def test_emulator_refuses_captures_wider_than_32_probes(tmp_path, capsys):
 
 @pytest.mark.parametrize("sample", sorted(SAMPLES.glob("*.sr")), ids=lambda p: p.name)
 def test_bundled_samples_play_back_and_decode_the_same(sample, tmp_path, emulator, capsys):
-    """Every bundled sample with a PCI bus: play back its control lines, capture, decode, compare."""
+    """Every bundled sample with a PCI bus: play its control lines back through the emulator,
+    capture them (on the external clock for state captures), decode, compare with the original."""
     from pcitrace.capture.profile import resolve_profile
     from pcitrace.decode import decode_capture
     from pcitrace.decode.records import diff_records
 
     cap = open_capture(sample)
     profile = resolve_profile(cap, None)
-    buses = [b for b in profile.pci_buses if b.clock]
-    if not buses or cap.timebase.mode != "timing":
-        pytest.skip(f"{sample.name} has no clocked PCI bus in a timing capture")
+    tb = cap.timebase
+    state = tb.mode == "state"
+    buses = [b for b in profile.pci_buses if (b.clock_hz or tb.clock_hz) or not state]
+    if not buses or (state and not tb.clock_hz):
+        pytest.skip(f"{sample.name}: no PCI bus with a uniform clock")
     bus = buses[0]
-    signals = {s: c for s, c in bus.signals.items() if s in CONTROL and isinstance(c, str)}
+    from pcitrace.capture.profile import VECTOR_SIGNALS
+
+    # every single-line signal of the bus (AD and C/BE# would not fit 32 probes)
+    signals = {s: c for s, c in bus.signals.items()
+               if isinstance(c, str) and s not in VECTOR_SIGNALS and not (state and s == "clk")}
+    if not state and "clk" not in signals:
+        pytest.skip(f"{sample.name}: timing capture without CLK")
     control = BusProfile(bus.name, bus.kind, signals=signals, inverted=set(bus.inverted) & set(signals),
-                         width=bus.width)
+                         width=bus.width, clock_hz=bus.clock_hz or (tb.clock_hz if state else None))
     prof = tmp_path / "control.profile.toml"
     save_profile(Profile([control]), prof)
-    lines = list(signals.values())
-    rate = cap.timebase.samplerate_hz
-    n = cap.num_samples
-    if rate > 200e6 or (200e6 / rate) % 1 or n > (1 << 22):
-        pytest.skip(f"{sample.name} at {rate:g} Hz is not a SUMP rate, or too long to play back whole")
-    emu = emulator(cap, probes=lines, memory=n + 4, max_rate_hz=200_000_000)
+    lines = list(dict.fromkeys(signals.values()))
+    rate = tb.clock_hz if state else tb.samplerate_hz
+    dev_rate = rate
+    if not state:
+        # the fastest SUMP rate the lines allow, decimating the original if it is faster
+        dev_rate = min(rate, 200e6 if len(lines) <= 16 else 100e6)
+        base = 200e6 if dev_rate > 100e6 else 100e6
+        if (base / dev_rate) % 1 or (rate / dev_rate) % 1:
+            pytest.skip(f"{sample.name} at {rate:g} Hz does not decimate to a SUMP rate")
+    n = int(cap.num_samples * dev_rate / rate) // 4 * 4
+    if n > (1 << 22):
+        pytest.skip(f"{sample.name}: {n} samples is more than a SUMP memory is worth emulating")
+    emu = emulator(cap, probes=lines, memory=4 * (n + 4), max_rate_hz=200_000_000)
     out = tmp_path / "played.sr"
     chans = ",".join(f"{c}={i}" for i, c in enumerate(lines))
-    assert main(["capture", "--port", emu.port, "--rate", str(int(rate)), "--samples", str(n // 4 * 4),
-                 "--channels", chans, "-o", str(out)]) == 0, capsys.readouterr().err
+    argv = ["capture", "--port", emu.port, "--rate", repr(float(dev_rate)), "--samples", str(n),
+            "--channels", chans, "-o", str(out)] + (["--external-clock"] if state else [])
+    assert main(argv) == 0, capsys.readouterr().err
+    played = open_capture(out)
     original = decode_capture(cap, str(prof), buses=bus.name).records
-    captured = decode_capture(open_capture(out), str(prof), buses=bus.name).records
-    assert len(original) > 0
-    assert diff_records(original, captured) == []
+    captured = decode_capture(played, str(prof), buses=bus.name).records
+    # both end where the played-back window ends; a transaction cut there is left out
+    last = played.timebase.time_ps(played.num_samples - 1) - 2 * 10**12 / dev_rate
+    offset = tb.start_ps if state else 0          # a played-back state capture starts at 0 ps
+    original = original[original["end_ps"] - offset < last]
+    captured = captured[captured["end_ps"] < last]
+    assert len(original) > 10
+    assert diff_records(original, captured, ignore=("start_ps", "end_ps")) == []
+    # same times up to the capture's own start offset and one device sample of decimation
+    shift = original["start_ps"] - captured["start_ps"]
+    assert np.abs(shift - offset).max() <= 1e12 / dev_rate
