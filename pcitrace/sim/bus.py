@@ -58,7 +58,7 @@ _CODE_TABLE = np.array([
     [1, 0, 1, 0, 0],   # STOP_L
     [0, 0, 1, 0, 1],   # ABORT: target abort (DEVSEL# released with STOP#)
     [1, 0, 1, 0, 1],   # ABORT_L
-    [1, 0, 0, 0, 1],   # SPLIT_L: PCI-X split response (TRDY#+STOP#, DEVSEL# released)
+    [1, 0, 0, 1, 1],   # SPLIT_L: PCI-X split response (TRDY# with DEVSEL# released, no STOP#)
 ], dtype=np.uint8)
 _F, _I, _T, _S = (np.ascontiguousarray(_CODE_TABLE[:, k]) for k in range(4))
 _NODEV = _CODE_TABLE[:, 4].astype(bool)
@@ -66,10 +66,7 @@ _IS_DATA = np.zeros(len(_CODE_TABLE), bool)
 _IS_DATA[[DATA, DATA_L, DSTOP, DSTOP_L]] = True
 
 
-_ROW_FIELDS = ("clocks", "command", "dac", "address", "data_phases", "devsel", "termination",
-               "initiator_waits", "target_waits", "parity_error", "width", "gnt", "tag", "requester",
-               "byte_count", "relaxed_ordering", "no_snoop", "data_index")
-
+_DEVSEL_NAMES = (None, "fast", "medium", "slow", "subtractive")
 
 def is_read(command: int, mode: str = "pci") -> bool:
     """Whether the target drives AD in the data phases (so a turnaround clock comes first)."""
@@ -216,6 +213,131 @@ def _be_array(be, n: int, wide: bool) -> np.ndarray:
     return out
 
 
+@dataclasses.dataclass
+class _Shape:
+    """The clock pattern of one kind of transaction, relative to its address phase.
+
+    Runs of (state code, length, word source, word offset, word step); word source 0 = the
+    transaction's header values, 1 = its data words, 2 = the value seen in a stop slot."""
+
+    code: np.ndarray
+    length: np.ndarray
+    source: np.ndarray
+    offset: np.ndarray
+    step: np.ndarray
+    end: int                 # last clock - address clock
+    first_data: int | None   # first data phase clock - address clock
+    devsel: int | None       # first DEVSEL# clock - address clock (None: master abort)
+    iwaits: int
+    twaits: int
+    rec_iwaits: int = 0
+    rec_devsel: str = ""
+    rec_termination: str = ""
+
+
+def _shape(where: str, pcix: bool, read: bool, term: str, n: int | None, P: int, nhdr: int,
+           iw: dict[int, int], tw: dict[int, int], master_done: bool, q: int) -> _Shape:
+    runs: list[tuple[int, int, int, int, int]] = [(HEAD, nhdr, 0, 0, 1)]
+    H = nhdr - 1
+    cur = H + 1
+    stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
+    slots = P + 1 if stop_slot else max(P, 1)
+    if n is None:
+        min_first = None
+    elif term in ("target_abort", "split_response") and P == 0:
+        min_first = H + n + 1            # DEVSEL# must have been seen before it is released
+    elif stop_slot and P == 0:
+        min_first = H + n
+    else:
+        min_first = H + max(n, 2 if read else 1)   # reads: turnaround clock before TRDY#
+    tot_iw = tot_tw = 0
+    first_data = None
+    if n is None:
+        # Master abort: IRDY# asserted after the initiator waits; FRAME# released on clock
+        # H+5 (or with IRDY# if the master wanted one phase), IRDY# one clock later.
+        w0 = iw.get(0, 0)
+        if w0:
+            runs.append((HEAD, w0, 2, 0, 0))
+        end = max(H + MASTER_ABORT_CLOCKS, cur + w0)
+        nt = end - (cur + w0) + 1
+        if master_done:
+            runs.append((TWAIT_L, nt, 2, 0, 0))
+        else:
+            if nt > 1:
+                runs.append((TWAIT, nt - 1, 2, 0, 0))
+            runs.append((TWAIT_L, 1, 2, 0, 0))
+        tot_iw, tot_tw = w0, nt
+        devsel = None
+    else:
+        final = slots - 1
+        adb_from = P - q if term == "disconnect_adb" else P + 1
+        wait_slots = sorted(set(iw) | set(tw))
+        k = 0
+        while k < slots:
+            last = k == final
+            w_i = iw.get(k, 0)
+            w_t = tw.get(k, 0)
+            if k == 0:
+                w_t = max(w_t, min_first - (cur + w_i))
+            if not w_i and not w_t and k < P and not last and k < adb_from:
+                # a stretch of wait-free data phases is one run
+                j = min([x for x in wait_slots if x > k] + [P, final, adb_from])
+                runs.append((DATA, j - k, 1, k, 1))
+                if first_data is None:
+                    first_data = cur
+                cur += j - k
+                k = j
+                continue
+            src, off = (1, k) if k < P else (2, 0)
+            if w_i:
+                runs.append((HEAD, w_i, src, off, 0))
+            if w_t:
+                runs.append((TWAIT_L if (last and master_done) else TWAIT, w_t, src, off, 0))
+            cur += w_i + w_t
+            tot_iw += w_i
+            tot_tw += w_t
+            extra = None
+            if k < P:
+                if first_data is None:
+                    first_data = cur
+                if k >= adb_from:
+                    code = DSTOP_L if last else DSTOP
+                elif last and term in ("disconnect_with_data", "single_phase_disconnect"):
+                    code = DSTOP_L if master_done else DSTOP
+                    extra = None if master_done else STOP_L
+                elif last:
+                    code = DATA_L
+                else:
+                    code = DATA
+            elif term == "target_abort":
+                code = ABORT_L if master_done else ABORT
+                extra = None if master_done else ABORT_L
+            elif term == "split_response":
+                code = SPLIT_L
+            else:   # retry / disconnect without data
+                code = STOP_L if master_done else STOP
+                extra = None if master_done else STOP_L
+            runs.append((code, 1, src, off, 0))
+            cur += 1
+            if extra is not None:
+                runs.append((extra, 1, 2, 0, 0))
+                cur += 1
+            k += 1
+        end = cur - 1
+        devsel = H + n
+    r = np.array(runs, dtype=np.int64).reshape(-1, 5)
+    return _Shape(r[:, 0].astype(np.uint8), r[:, 1], r[:, 2], r[:, 3], r[:, 4], end, first_data, devsel,
+                  tot_iw, tot_tw)
+
+
+def _wait_key(w) -> tuple:
+    if not w:
+        return ()
+    if isinstance(w, Mapping):
+        return tuple(sorted((int(k), int(v)) for k, v in w.items() if v))
+    return tuple((k, int(v)) for k, v in enumerate(w) if v)
+
+
 def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, clock_hz: float = 33e6,
            bus: str = "pci", masters: Sequence[str] = ("nic",), gnt_master: int | None = 0,
            with_ad: bool = True, tail: int = 2, total_clocks: int | None = None) -> RenderedBus:
@@ -226,6 +348,9 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     appears as ``req_n`` / ``gnt_n`` and decides the records' ``gnt`` field. ``with_ad``: the
     truth is that of a capture without AD, C/BE# and PAR (the signals are rendered anyway).
     ``tail`` idle clocks end the bus; ``total_clocks`` pads it further to that length.
+
+    Transactions of the same shape (command direction, termination, DEVSEL#, phases, waits)
+    share one precomputed clock pattern, so the per-transaction cost is a dictionary look-up.
     """
     if mode not in ("pci", "pcix"):
         raise PcitraceError(f"bus mode {mode!r}", fix="use 'pci' or 'pcix'")
@@ -234,131 +359,125 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     if not clock_hz or clock_hz <= 0:
         raise PcitraceError(f"clock {clock_hz!r} Hz", fix="give a positive bus clock frequency")
     masters = tuple(masters)
-    if gnt_master is not None and not 0 <= gnt_master < len(masters):
-        raise PcitraceError(f"gnt_master {gnt_master} is not one of the {len(masters)} masters",
+    nmasters = len(masters)
+    if gnt_master is not None and not 0 <= gnt_master < nmasters:
+        raise PcitraceError(f"gnt_master {gnt_master} is not one of the {nmasters} masters",
                             fix="index a master in `masters`")
     pcix = mode == "pcix"
     table = command_table(mode)
 
-    # Runs: state code, length, transaction (-1 idle), word index (negative = header table),
-    # word step per clock (1 for back-to-back data phases).
-    r_code: list[int] = []
-    r_len: list[int] = []
-    r_txn: list[int] = []
-    r_word: list[int] = []
-    r_step: list[int] = []
-    # Header / pending-slot values: (AD, C/BE#).
-    h_ad: list[int] = [0]
-    h_cbe: list[int] = [0xFF if width == 64 else 0xF]
-    data_ad: list[np.ndarray] = []
-    data_be: list[np.ndarray] = []
-    n_words = 0
-
-    ntx = len(specs)
-    t_start = np.zeros(ntx, np.int64)
-    t_end = np.zeros(ntx, np.int64)
-    t_devclk = np.full(ntx, np.iinfo(np.int64).max, np.int64)
-    t_req64 = np.zeros(ntx, bool)
-    t_ack64 = np.zeros(ntx, bool)
-    t_master = np.zeros(ntx, np.int64)
-    t_phases = np.zeros(ntx, np.int64)
-    rows: list[tuple] = []
-    par_flips: list[tuple[int, int, str]] = []     # (clock whose PAR is inverted, txn, phase name)
-    late: list[tuple[int, int]] = []               # (txn, clocks from address to first data)
+    shapes: dict[tuple, int] = {}
+    shape_list: list[_Shape] = []
+    h_ad: list[int] = [0]                      # header table; entry 0 = the bus before anything
+    h_cbe: list[int] = [0xFF]
+    data_parts: list = []
+    be_parts: list[tuple[int, object, int]] = []
+    t_shape: list[int] = []
+    t_start: list[int] = []
+    t_idle: list[int] = []
+    t_hbase: list[int] = []
+    t_pend: list[int] = []
+    t_dbase: list[int] = []
+    t_P: list[int] = []
+    t_wide: list[bool] = []
+    t_req64: list[bool] = []
+    t_ack64: list[bool] = []
+    t_master: list[int] = []
+    t_cmd: list[int] = []
+    t_addr: list[int] = []
+    t_dac: list[bool] = []
+    t_px: list[tuple] = []
+    par_flips: list[tuple[int, int, str]] = []
+    late: list[tuple[int, int]] = []
+    names = {c: table[c][0] for c in range(16)}
 
     clock = 0
-    last_word = -1          # header index -1 = the idle value
+    n_words = 0
     for t, s in enumerate(specs):
-        where = f"transaction {t}"
-        cmd = int(s.command) & 0xF
-        if int(s.command) != cmd or cmd == 0xD:
-            raise PcitraceError(f"{where}: command {s.command!r} is not a bus command",
-                                fix="use a C/BE# code 0x0-0xF other than 0xD (DAC is the `dac` flag)")
+        cmd = s.command
+        if cmd.__class__ is not int or not 0 <= cmd <= 0xF or cmd == 0xD:
+            if isinstance(cmd, (int, np.integer)) and 0 <= int(cmd) <= 0xF and int(cmd) != 0xD:
+                cmd = int(cmd)
+            else:
+                raise PcitraceError(f"transaction {t}: command {s.command!r} is not a bus command",
+                                    fix="use a C/BE# code 0x0-0xF other than 0xD (DAC is the `dac` flag)")
         term = s.termination
-        if term not in SPEC_TERMINATIONS:
-            raise PcitraceError(f"{where}: termination {term!r}", fix=f"use one of {', '.join(SPEC_TERMINATIONS)}")
-        dname = s.devsel_name
-        if dname not in DEVSEL_CLOCKS:
-            raise PcitraceError(f"{where}: DEVSEL# speed {s.devsel!r}",
-                                fix=f"use one of {', '.join(DEVSEL_CLOCKS)}")
-        n = DEVSEL_CLOCKS[dname]
+        dname = s.devsel
+        n = DEVSEL_CLOCKS.get(dname, -1)
+        if n == -1:
+            dname = DEVSEL_ALIASES.get(str(dname).lower(), str(dname).lower())
+            if dname not in DEVSEL_CLOCKS:
+                raise PcitraceError(f"transaction {t}: DEVSEL# speed {s.devsel!r}",
+                                    fix=f"use one of {', '.join(DEVSEL_CLOCKS)}")
+            n = DEVSEL_CLOCKS[dname]
         # Either half names a master abort: nobody claims the transaction.
         if term == "master_abort":
             n = None
         elif n is None and term == "normal":
             term = "master_abort"
-        if (n is None) != (term == "master_abort"):
-            raise PcitraceError(f"{where}: devsel {dname!r} with termination {term!r}",
-                                fix="a master abort is exactly the transaction no target claims (devsel none)")
-        if term in ("split_response", "disconnect_adb", "single_phase_disconnect") and not pcix:
-            raise PcitraceError(f"{where}: {term} exists only in PCI-X mode", fix="render with mode='pcix'")
-        if s.req64 and width != 64:
-            raise PcitraceError(f"{where}: REQ64# on a 32-bit bus", fix="render with width=64 or drop req64")
-        if not 0 <= s.master < len(masters):
-            raise PcitraceError(f"{where}: master {s.master} is not one of {masters}", fix="index `masters`")
-        data = np.asarray(s.data, dtype=np.uint64).reshape(-1)
+        data = s.data
         P = len(data)
-        if term in ("retry", "split_response", "master_abort") and P:
-            raise PcitraceError(f"{where}: a {term} moves no data but {P} words are given",
-                                fix="leave `data` empty")
-        if term in ("normal", "disconnect_with_data", "disconnect_without_data", "disconnect_adb",
-                    "single_phase_disconnect") and P == 0:
-            raise PcitraceError(f"{where}: {term} needs at least one completed data phase",
-                                fix="give `data`, or use retry for a stop before any data")
-        if term == "single_phase_disconnect" and P != 1:
-            raise PcitraceError(f"{where}: a single data phase disconnect moves exactly one word",
-                                fix="give one data word")
-        wide = s.wide
-        if not wide:
-            data = data & np.uint64(0xFFFFFFFF)
-        be = _be_array(s.byte_enables, P, wide)
+        addr = s.address
+        dac = s.dac if s.dac is not None else addr >= 0x100000000
+        nhdr = (2 if dac else 1) + pcix
+        read = is_read(cmd, mode)
+        key = (read, term, n, P, nhdr, _wait_key(s.initiator_waits), _wait_key(s.target_waits),
+               s.master_done, s.stop_phases)
+        si = shapes.get(key)
+        if si is None:
+            si = len(shape_list)
+            shape_list.append(_make_shape(t, pcix, read, term, n, P, nhdr, s, with_ad))
+            shapes[key] = si
+        shp = shape_list[si]
+        req64 = s.req64
+        if req64 and width != 64:
+            raise PcitraceError(f"transaction {t}: REQ64# on a 32-bit bus", fix="render with width=64 or drop req64")
+        ack64 = (req64 if s.ack64 is None else bool(s.ack64)) and n is not None
+        wide = bool(req64 and ack64)
+        master = s.master
+        if not 0 <= master < nmasters:
+            raise PcitraceError(f"transaction {t}: master {master} is not one of {masters}", fix="index `masters`")
 
-        stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
-        slots = P + 1 if stop_slot else max(P, 1)
-        iw = _sparse(s.initiator_waits, slots, f"{where} initiator_waits")
-        tw = _sparse(s.target_waits, slots, f"{where} target_waits")
-        if pcix and iw:
-            raise PcitraceError(f"{where}: PCI-X initiators insert no wait states",
-                                fix="drop initiator_waits in PCI-X mode")
-        q = 0
-        if term == "disconnect_adb":
-            q = max(1, min(int(s.stop_phases), P))
-            for k in range(P - q + 1, P):   # STOP# stays asserted: no wait clocks between them
-                iw.pop(k, None)
-                tw.pop(k, None)
-        if term in ("normal", "split_response", "disconnect_adb"):
-            master_done = True
-        else:
-            master_done = bool(s.master_done)
-
-        # -- idle and header ------------------------------------------------------------
-        idle = max(int(s.idle_before), 0)
-        if t == 0:
-            idle = max(idle, 2)       # a clock before the first address phase, in every capture mode
-        if idle:
-            r_code.append(IDLE); r_len.append(idle); r_txn.append(-1); r_word.append(last_word); r_step.append(0)
+        idle = s.idle_before
+        if idle < 0:
+            idle = 0
+        if t == 0 and idle < 2:
+            idle = 2          # a clock before the first address phase, in every capture mode
         A = clock + idle
-        addr = int(s.address) & 0xFFFFFFFFFFFFFFFF
-        dac = s.is_dac
-        hi_cbe = 0xF0
+        end = A + shp.end
+        clock = end + 1
+
+        # header values
+        hbase = len(h_ad)
         if dac:
-            first_ad = addr & 0xFFFFFFFF
-            if width == 64 and s.req64:   # 64-bit master: whole address and command at once
-                first_ad = addr
-                hi_cbe = cmd << 4
-            h_ad.append(first_ad); h_cbe.append(hi_cbe | 0xD)
+            if addr >> 64:
+                raise PcitraceError(f"transaction {t}: address 0x{addr:x} is wider than 64 bits",
+                                    fix="give a 64-bit address")
+            if width == 64 and req64:    # 64-bit master: whole address and command at once
+                h_ad.append(addr); h_cbe.append(cmd << 4 | 0xD)
+            else:
+                h_ad.append(addr & 0xFFFFFFFF); h_cbe.append(0xFD)
             h_ad.append(addr >> 32); h_cbe.append(0xF0 | cmd)
         else:
-            if addr >> 32:
-                raise PcitraceError(f"{where}: address 0x{addr:x} needs a dual address cycle",
+            if addr >> 32 or addr < 0:
+                raise PcitraceError(f"transaction {t}: address 0x{addr:x} needs a dual address cycle",
                                     fix="leave `dac` unset or True for addresses above 4 GiB")
+            if pcix and cmd == 0xC:
+                # Split Completion: the address phase names the sequence it completes
+                # (lower address AD[6:0], requester AD[23:8], tag AD[28:24], RO AD[30]).
+                addr = ((addr & 0x7F) | (int(s.requester) & 0xFFFF) << 8 | (int(s.tag) & 0x1F) << 24
+                        | int(bool(s.relaxed_ordering)) << 30)
             h_ad.append(addr); h_cbe.append(0xF0 | cmd)
-        nhdr = 2 if dac else 1
+        be = s.byte_enables
+        byte_count = -1
         if pcix:
-            dword = cmd in PCIX_DWORD_COMMANDS
-            if dword:
-                attr_be = int(be[0]) & 0xF if P else (int(s.byte_enables) & 0xF
-                                                      if np.isscalar(s.byte_enables) else 0)
+            if cmd in PCIX_DWORD_COMMANDS:
+                if be is None:
+                    attr_be = 0
+                elif isinstance(be, (int, np.integer)):
+                    attr_be = int(be) & 0xF
+                else:
+                    attr_be = int(be[0]) & 0xF if P else 0
                 bc_low, attr_cbe = 0, attr_be
                 byte_count = 4 - bin(attr_be).count("1")
             else:
@@ -367,199 +486,161 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
                     bc = max(1, min(4096, P * (8 if wide else 4)))
                 bc = int(bc)
                 if not 1 <= bc <= 4096:
-                    raise PcitraceError(f"{where}: PCI-X byte count {bc}", fix="use 1..4096")
+                    raise PcitraceError(f"transaction {t}: PCI-X byte count {bc}", fix="use 1..4096")
                 bc_low, attr_cbe, byte_count = bc & 0xFF, (bc >> 8) & 0xF, bc
-            req = int(s.requester) & 0xFFFF
-            attr = (bc_low | (req & 0xFF) << 8 | ((req >> 8) & 0xFF) << 16 | (int(s.tag) & 0x1F) << 24
-                    | int(bool(s.no_snoop)) << 29 | int(bool(s.relaxed_ordering)) << 30)
-            if dword:
-                attr &= ~0xFF
-            h_ad.append(attr); h_cbe.append(0xF0 | attr_cbe)
-            nhdr += 1
-        hbase = len(h_ad) - nhdr
-        # Header entries are stored at increasing header indices, i.e. decreasing negative words.
-        r_code.append(HEAD); r_len.append(nhdr); r_txn.append(t); r_word.append(-(hbase + 1)); r_step.append(-1)
-        H = A + nhdr - 1
-        cur = H + 1
-
-        # -- slots ------------------------------------------------------------------------
-        read = is_read(cmd, mode)
-        if n is None:
-            min_first = None
-        elif term in ("target_abort", "split_response") and P == 0:
-            min_first = H + n + 1            # DEVSEL# must have been seen before it is released
-        elif stop_slot and P == 0:
-            min_first = H + n
-        else:
-            min_first = H + max(n, 2 if read else 1)
-        pending = len(h_ad)                  # header entry for the value seen in a stop slot
-        h_ad.append(int(data[-1]) if P else (addr & 0xFFFFFFFF))
-        h_cbe.append(int(be[-1]) if P else 0xF0)
-        dbase = n_words
-        tot_iw = tot_tw = 0
-        first_data = None
-        if n is None:
-            # Master abort: IRDY# asserted after the initiator waits; FRAME# released on
-            # clock H+5 (or with IRDY# if the master wanted one phase), IRDY# one clock later.
-            w0 = iw.get(0, 0)
-            if w0:
-                r_code.append(HEAD); r_len.append(w0); r_txn.append(t); r_word.append(-(pending + 1)); r_step.append(0)
-            end = max(H + MASTER_ABORT_CLOCKS, cur + w0)
-            nt = end - (cur + w0) + 1
-            if master_done:
-                r_code.append(TWAIT_L); r_len.append(nt)
+            if cmd == 0xC:   # the completer's attributes: byte count only (no message, no error)
+                h_ad.append(bc_low)
             else:
-                if nt > 1:
-                    r_code.append(TWAIT); r_len.append(nt - 1); r_txn.append(t); r_word.append(-(pending + 1)); r_step.append(0)
-                r_code.append(TWAIT_L); r_len.append(1)
-            r_txn.append(t); r_word.append(-(pending + 1)); r_step.append(0)
-            tot_iw, tot_tw = w0, nt
-            cur = end + 1
-        else:
-            final = slots - 1
-            k = 0
-            while k < slots:
-                last = k == final
-                w_i = iw.get(k, 0)
-                w_t = tw.get(k, 0)
-                if k == 0:
-                    w_t = max(w_t, min_first - (cur + w_i))
-                # A stretch of wait-free data phases is one run.
-                if not w_i and not w_t and k < P and not last and not (term == "disconnect_adb" and k >= P - q):
-                    j = k + 1
-                    while j < P and j < final and j not in iw and j not in tw and not (term == "disconnect_adb" and j >= P - q):
-                        j += 1
-                    r_code.append(DATA); r_len.append(j - k); r_txn.append(t); r_word.append(n_words); r_step.append(1)
-                    if first_data is None:
-                        first_data = cur
-                    cur += j - k
-                    n_words += j - k
-                    k = j
-                    continue
-                word = n_words if k < P else -(pending + 1)
-                if w_i:
-                    r_code.append(HEAD); r_len.append(w_i); r_txn.append(t); r_word.append(word); r_step.append(0)
-                if w_t:
-                    r_code.append(TWAIT_L if (last and master_done) else TWAIT); r_len.append(w_t)
-                    r_txn.append(t); r_word.append(word); r_step.append(0)
-                cur += w_i + w_t
-                tot_iw += w_i
-                tot_tw += w_t
-                extra = None
-                if k < P:
-                    if first_data is None:
-                        first_data = cur
-                    if term == "disconnect_adb" and k >= P - q:
-                        code = DSTOP_L if last else DSTOP
-                    elif last and term in ("disconnect_with_data", "single_phase_disconnect"):
-                        code = DSTOP_L if master_done else DSTOP
-                        if not master_done:
-                            extra = STOP_L
-                    elif last:
-                        code = DATA_L
-                    else:
-                        code = DATA
-                    n_words += 1
-                elif term == "target_abort":
-                    code = ABORT_L if master_done else ABORT
-                    extra = None if master_done else ABORT_L
-                elif term == "split_response":
-                    code = SPLIT_L
-                else:   # retry / disconnect without data
-                    code = STOP_L if master_done else STOP
-                    extra = None if master_done else STOP_L
-                r_code.append(code); r_len.append(1); r_txn.append(t); r_word.append(word); r_step.append(0)
-                cur += 1
-                if extra is not None:
-                    r_code.append(extra); r_len.append(1); r_txn.append(t); r_word.append(-(pending + 1)); r_step.append(0)
-                    cur += 1
-                k += 1
-            end = cur - 1
-            t_devclk[t] = H + n
+                req = int(s.requester) & 0xFFFF
+                h_ad.append(bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | (int(s.tag) & 0x1F) << 24
+                            | int(bool(s.no_snoop)) << 29 | int(bool(s.relaxed_ordering)) << 30)
+            h_cbe.append(0xF0 | attr_cbe)
+        pend = len(h_ad)      # the value on the bus in a stop slot: last data word or the address
         if P:
-            data_ad.append(data)
-            data_be.append(be)
-        clock = end + 1
-        last_word = r_word[-1] + (r_len[-1] - 1) * r_step[-1]
-        t_start[t], t_end[t] = A, end
-        t_req64[t] = bool(s.req64)
-        t_ack64[t] = bool(s.req64 if s.ack64 is None else s.ack64) and n is not None
-        t_master[t] = s.master
-        t_phases[t] = P
+            h_ad.append(int(data[-1]) if wide else int(data[-1]) & 0xFFFFFFFF)
+            if be is None:
+                h_cbe.append(0 if wide else 0xF0)
+            elif isinstance(be, (int, np.integer)):
+                h_cbe.append(int(be) & 0xFF if wide else (int(be) & 0xF) | 0xF0)
+            else:
+                h_cbe.append(int(be[-1]) & 0xFF if wide else (int(be[-1]) & 0xF) | 0xF0)
+            data_parts.append(data)
+            if be is not None:
+                be_parts.append((n_words, be, P))
+        else:
+            h_ad.append(addr & 0xFFFFFFFF)
+            h_cbe.append(0xF0)
 
-        # -- truth record (from the spec) --------------------------------------------------
-        dv = n
-        r_iw = tot_iw
-        if not with_ad and dac:
-            # Without C/BE# the second address phase looks like an initiator wait clock
-            # (PCI-X: it is taken for the attribute phase and the real one for the wait).
-            r_iw += 1
-            dv = None if n is None else n - 1
-        devsel_rec = "none" if dv is None else ("fast", "medium", "slow", "subtractive")[min(dv, 4) - 1]
-        rt = _RECORD_TERMINATION.get(term, term)
-        if rt in ("retry", "disconnect_without_data"):
-            rt = "retry" if P == 0 else "disconnect_without_data"
-        gnt = -1 if gnt_master is None else int(s.master == gnt_master)
-        if pcix and with_ad:
-            px = (int(s.tag) & 0x1F, int(s.requester) & 0xFFFF, byte_count, bool(s.relaxed_ordering),
-                  bool(s.no_snoop))
-        else:
-            px = (-1, -1, -1, False, False)
-        if with_ad:
-            rows.append((end - A + 1, table[cmd][0], dac, addr, P, devsel_rec, rt, r_iw, tot_tw,
-                         s.parity_error is not None, 64 if wide else 32, gnt) + px + (dbase,))
-        else:
-            rows.append((end - A + 1, "unknown", False, 0, P, devsel_rec, rt, r_iw, tot_tw,
-                         False, 64 if wide else 32, gnt) + px + (dbase,))
-        if first_data is not None and first_data - A > MAX_INITIAL_LATENCY:
-            late.append((t, first_data - A))
+        t_shape.append(si); t_start.append(A); t_idle.append(idle); t_hbase.append(hbase); t_pend.append(pend)
+        t_dbase.append(n_words); t_P.append(P); t_wide.append(wide); t_req64.append(bool(req64))
+        t_ack64.append(ack64); t_master.append(master)
+
+        t_cmd.append(cmd); t_addr.append(addr); t_dac.append(dac)
+        if pcix:
+            t_px.append((int(s.tag) & 0x1F, int(s.requester) & 0xFFFF, byte_count, bool(s.relaxed_ordering),
+                         bool(s.no_snoop) and cmd != 0xC))
         if s.parity_error is not None:
             pe = int(s.parity_error)
             if pe < 0:
                 par_flips.append((A, t, "address phase"))
             elif pe < P:
-                par_flips.append((-1 - (dbase + pe), t, f"data phase {pe}"))
+                par_flips.append((-1 - (n_words + pe), t, f"data phase {pe}"))
             else:
-                raise PcitraceError(f"{where}: parity error in data phase {pe} of {P}",
+                raise PcitraceError(f"transaction {t}: parity error in data phase {pe} of {P}",
                                     fix="name an existing data phase or -1 for the address phase")
+        n_words += P
 
+    ntx = len(t_start)
     total = clock + max(int(tail), 1)
     if total_clocks is not None:
         if total_clocks < total:
             raise PcitraceError(f"the activity needs {total} clocks but total_clocks is {total_clocks}",
                                 fix="raise total_clocks or give fewer transactions")
         total = int(total_clocks)
-    r_code.append(IDLE); r_len.append(total - clock); r_txn.append(-1); r_word.append(last_word); r_step.append(0)
+
+    # -- runs of every transaction, from the shapes ---------------------------------------------
+    i64 = np.int64
+    t_shape_a = np.asarray(t_shape, i64)
+    t_start_a = np.asarray(t_start, i64)
+    t_P_a = np.asarray(t_P, i64)
+    t_master_a = np.asarray(t_master, i64)
+    nsh = len(shape_list)
+    sh_nruns = np.array([len(x.code) for x in shape_list], i64)
+    sh_off = np.concatenate(([0], np.cumsum(sh_nruns)))
+    cat = (lambda attr: np.concatenate([getattr(x, attr) for x in shape_list])) if nsh else \
+        (lambda attr: np.zeros(0, i64))
+    all_code, all_len, all_src, all_off, all_step = (cat(a) for a in ("code", "length", "source", "offset", "step"))
+    sh_end = np.array([x.end for x in shape_list], i64)
+    sh_dev = np.array([x.devsel if x.devsel is not None else (1 << 62) for x in shape_list], i64)
+    # Per transaction: one idle run, then its shape's runs; then the tail.
+    nr = sh_nruns[t_shape_a] + 1 if ntx else np.zeros(0, i64)
+    tot_runs = int(nr.sum()) + 1
+    first_run = np.concatenate(([0], np.cumsum(nr)))[:-1] if ntx else np.zeros(0, i64)
+    run_txn = np.full(tot_runs, -1, i64)
+    run_shape_idx = np.full(tot_runs, -1, i64)      # index into the concatenated shape runs
+    if ntx:
+        owner_t = np.repeat(np.arange(ntx), nr)
+        pos = np.arange(tot_runs - 1) - first_run[owner_t]          # 0 = idle run
+        body = pos > 0
+        run_txn[:-1] = np.where(body, owner_t, -1)
+        run_shape_idx[:-1][body] = sh_off[t_shape_a[owner_t[body]]] + pos[body] - 1
+    is_body = run_shape_idx >= 0
+    bi = run_shape_idx[is_body]
+    tb = run_txn[is_body]
+    r_code = np.full(tot_runs, IDLE, np.uint8)
+    r_len = np.zeros(tot_runs, i64)
+    r_word = np.zeros(tot_runs, i64)
+    r_step = np.zeros(tot_runs, i64)
+    r_code[is_body] = all_code[bi]
+    r_len[is_body] = all_len[bi]
+    src = all_src[bi]
+    hb = np.asarray(t_hbase, i64)[tb]
+    r_word[is_body] = np.where(src == 0, -(hb + all_off[bi]) - 1,
+                               np.where(src == 1, np.asarray(t_dbase, i64)[tb] + all_off[bi],
+                                        -np.asarray(t_pend, i64)[tb] - 1))
+    # header words are at increasing header indices = decreasing negative words
+    r_step[is_body] = np.where(src == 0, -all_step[bi], all_step[bi])
+    idle_runs = np.flatnonzero(~is_body)
+    r_len[idle_runs[:-1]] = np.asarray(t_idle, i64)
+    r_len[-1] = total - clock
+    # idle runs hold whatever the previous run left on AD
+    prev_end = r_word + (r_len - 1) * r_step
+    r_word[idle_runs[1:]] = prev_end[idle_runs[1:] - 1]
+    r_word[0] = -1
 
     # -- per-clock arrays ----------------------------------------------------------------------
-    lens = np.asarray(r_len, np.int64)
-    codes_r = np.asarray(r_code, np.uint8)
-    run_of = np.repeat(np.arange(len(lens)), lens)
-    run_start = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    code = codes_r[run_of]
-    txn = np.asarray(r_txn, np.int64)[run_of]
-    word = (np.asarray(r_word, np.int64)[run_of]
-            + (np.arange(total, dtype=np.int64) - run_start[run_of]) * np.asarray(r_step, np.int64)[run_of])
+    code = np.repeat(r_code, r_len)
+    # word index per clock: within a run it moves by the run's step; at a run start it jumps
+    nz = r_len > 0
+    rl, rw, rs = r_len[nz], r_word[nz], r_step[nz]
+    word = np.repeat(rs, rl)
+    word[np.concatenate(([0], np.cumsum(rl)[:-1]))] = rw - np.concatenate(([0], rw + (rl - 1) * rs))[:-1]
+    np.cumsum(word, out=word)
 
-    all_ad = np.concatenate(data_ad) if data_ad else np.zeros(0, np.uint64)
-    all_be = np.concatenate(data_be) if data_be else np.zeros(0, np.uint8)
-    nd = len(all_ad)
+    nd = n_words
+    all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
+        if data_parts else np.zeros(0, np.uint64)
+    rec_of_word = np.repeat(np.arange(ntx), t_P_a)
+    wide_t = np.asarray(t_wide, bool)
+    wide_w = wide_t[rec_of_word]
+    all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
+    all_be = np.zeros(nd, np.uint8)
+    for d0, be, p in be_parts:
+        if isinstance(be, (int, np.integer)):
+            all_be[d0:d0 + p] = int(be) & 0xFF
+        else:
+            b = np.asarray(be, dtype=np.int64)
+            if len(b) != p:
+                raise PcitraceError(f"transaction {int(rec_of_word[d0])}: {len(b)} byte enables for {p} "
+                                    "data phases", fix="give one C/BE# value per completed data phase")
+            all_be[d0:d0 + p] = b & 0xFF
+    all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
     val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
     val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
-    widx = np.where(word < 0, nd + (-word - 1), word)
+    widx = np.where(word < 0, nd - 1 - word, word)
     ad = val_ad[widx]
     cbe = val_be[widx]
     if width == 32:
         ad &= np.uint64(0xFFFFFFFF)
         cbe &= 0xF
 
-    clk_idx = np.arange(total, dtype=np.int64)
-    busy = txn >= 0
-    tsafe = np.where(busy, txn, 0)
-    dev = busy & (clk_idx >= (t_devclk[tsafe] if ntx else 0)) & ~_NODEV[code]
+    # Per-transaction intervals become per-clock masks by +1/-1 edges and a running sum.
+    t_end_a = t_start_a + sh_end[t_shape_a] if ntx else np.zeros(0, i64)
+    t_dev_a = t_start_a + sh_dev[t_shape_a] if ntx else np.zeros(0, i64)
+    claimed = t_dev_a <= t_end_a
+
+    def interval_mask(lo, hi):
+        edges = np.zeros(total + 1, np.int8)
+        edges[lo] += 1          # transactions never overlap: each index at most once
+        edges[hi + 1] -= 1
+        return np.cumsum(edges[:total], dtype=np.int8).view(bool)
+
+    nodev = _NODEV[code]
+    dev = interval_mask(t_dev_a[claimed], t_end_a[claimed]) & ~nodev
+    f_n = _F[code]
     sig: dict[str, np.ndarray] = {
-        "frame_n": _F[code], "irdy_n": _I[code], "trdy_n": _T[code], "stop_n": _S[code],
-        "devsel_n": (~dev).astype(np.uint8),
+        "frame_n": f_n, "irdy_n": _I[code], "trdy_n": _T[code], "stop_n": _S[code],
+        "devsel_n": (~dev).view(np.uint8) & 1,
         "ad": ad, "cbe_n": cbe,
     }
     par = np.zeros(total, np.uint8)
@@ -569,68 +650,146 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         par64 = np.zeros(total, np.uint8)
         par64[1:] = _parity(ad[:-1], cbe[:-1], True)
         sig["par64"] = par64
-        sig["req64_n"] = (~((sig["frame_n"] == 0) & busy & t_req64[tsafe])).astype(np.uint8) \
-            if ntx else np.ones(total, np.uint8)
-        sig["ack64_n"] = (~(dev & t_ack64[tsafe])).astype(np.uint8) if ntx else np.ones(total, np.uint8)
+        r64 = np.asarray(t_req64, bool) if ntx else np.zeros(0, bool)
+        a64 = np.asarray(t_ack64, bool) & claimed if ntx else np.zeros(0, bool)
+        sig["req64_n"] = f_n | ~interval_mask(t_start_a[r64], t_end_a[r64]).view(np.uint8) & 1
+        sig["ack64_n"] = (~(dev & interval_mask(t_dev_a[a64], t_end_a[a64]))).view(np.uint8) & 1
 
     # Arbitration: master j's GNT# runs from the clock after the previous address phase to its
     # own address phase (hidden arbitration), then parks; REQ# leads GNT# by one clock.
-    owner = np.zeros(total, np.int64)
+    owner = np.zeros(total, np.int16)
+    reqo = np.full(total, -1, np.int16)
     if ntx:
-        bounds = np.concatenate(([0], t_start + 1))
-        seg = np.diff(bounds)
-        owner[:t_start[-1] + 1] = np.repeat(t_master, seg)
-        owner[t_start[-1] + 1:] = t_master[-1]
-    reqo = np.full(total, -1, np.int64)
-    if ntx:
+        seg = np.diff(np.concatenate(([0], t_start_a + 1)))
+        owner[:t_start[-1] + 1] = np.repeat(t_master_a, seg)
+        owner[t_start[-1] + 1:] = t_master_a[-1]
         reqo[:t_start[-1]] = owner[1:t_start[-1] + 1]
-    for m, name in enumerate(masters):
-        g = (owner != m).astype(np.uint8) if ntx else np.ones(total, np.uint8)
-        rq = (reqo != m).astype(np.uint8)
-        sig[f"gnt_n:{name}"] = g
-        sig[f"req_n:{name}"] = rq
+    for m, mname in enumerate(masters):
+        g = (owner != m).view(np.uint8)
+        rq = (reqo != m).view(np.uint8)
+        sig[f"gnt_n:{mname}"] = g
+        sig[f"req_n:{mname}"] = rq
         if m == gnt_master:
             sig["gnt_n"], sig["req_n"] = g, rq
 
     # -- truth: times, words, bytes, findings -------------------------------------------------
-    times = clock_times(total, clock_hz)
+    period = 1e12 / clock_hz
+
+    def times(idx):
+        return np.rint(np.asarray(idx, dtype=np.float64) * period).astype(i64)
+
     rec = np.zeros(ntx, RECORD_DTYPE)
     rec["bus"] = bus
     if ntx:
-        for name, col in zip(_ROW_FIELDS, zip(*rows)):
-            rec[name] = col
-    rec["start_ps"] = times[t_start]
-    rec["end_ps"] = times[t_end]
+        sh_pick = lambda attr, dt: np.array([getattr(x, attr) for x in shape_list], dt)[t_shape_a]  # noqa: E731
+        rec["clocks"] = sh_end[t_shape_a] + 1
+        rec["data_phases"] = t_P_a
+        rec["devsel"] = sh_pick("rec_devsel", "U12")
+        rec["termination"] = sh_pick("rec_termination", "U24")
+        rec["initiator_waits"] = sh_pick("rec_iwaits", i64)
+        rec["target_waits"] = sh_pick("twaits", i64)
+        rec["width"] = np.where(wide_t, 64, 32)
+        rec["gnt"] = -1 if gnt_master is None else (t_master_a == gnt_master)
+        rec["data_index"] = np.asarray(t_dbase, i64)
+        if with_ad:
+            rec["command"] = np.array([names[c] for c in range(16)], "U24")[np.asarray(t_cmd, i64)]
+            rec["dac"] = t_dac
+            rec["address"] = np.array(t_addr, dtype=np.uint64)
+            rec["parity_error"][[t for _, t, _ in par_flips]] = True
+        else:
+            rec["command"] = "unknown"
+        if pcix and with_ad:
+            for fname, col in zip(("tag", "requester", "byte_count", "relaxed_ordering", "no_snoop"), zip(*t_px)):
+                rec[fname] = col
+        else:
+            rec["tag"] = rec["requester"] = rec["byte_count"] = -1
+        fd = np.array([x.first_data if x.first_data is not None else -1 for x in shape_list], i64)[t_shape_a]
+        late = [(int(t), int(fd[t])) for t in np.flatnonzero(fd > MAX_INITIAL_LATENCY)]
+    rec["start_ps"] = times(t_start_a)
+    rec["end_ps"] = times(t_end_a)
     data_clocks = np.flatnonzero(_IS_DATA[code])
     if len(data_clocks) != nd:   # internal consistency of the run builder
         raise AssertionError(f"{len(data_clocks)} data clocks for {nd} words")
-    rec_of_word = np.repeat(np.arange(ntx), t_phases)
-    wide_w = rec["width"][rec_of_word] == 64
     lo_be = all_be & 0xF
-    nbytes = np.where(wide_w, 8 - np.bitwise_count(all_be), 4 - np.bitwise_count(lo_be)).astype(np.int64)
+    nbytes = np.where(wide_w, 8 - np.bitwise_count(all_be), 4 - np.bitwise_count(lo_be)).astype(i64)
     words = np.zeros(nd, WORD_DTYPE)
     words["record"] = rec_of_word
-    words["time_ps"] = times[data_clocks]
+    words["time_ps"] = times(data_clocks)
     if with_ad:
-        rec["bytes"] = np.bincount(rec_of_word, weights=nbytes, minlength=ntx).astype(np.int64)
+        rec["bytes"] = np.bincount(rec_of_word, weights=nbytes, minlength=ntx).astype(i64)
         words["value"] = all_ad
         words["byte_enables"] = np.where(wide_w, all_be, lo_be)
     else:
         # No AD / C/BE# captured: every data phase still has its time; value and C/BE# read 0.
-        rec["bytes"] = t_phases * (rec["width"] // 8)
+        rec["bytes"] = t_P_a * (rec["width"] // 8)
     flist = []
     for t, lat in late:
-        flist.append((int(rec["start_ps"][t]), bus, "initial_latency",
+        flist.append((int(times(t_start_a[t] + lat)), bus, "initial_latency",
                       f"{lat} clocks from the address phase to the first data phase"))
     for c, t, what in par_flips:
         if c < 0:
             c = int(data_clocks[-1 - c])
         par[c + 1] ^= 1          # PAR covers the previous clock's AD and C/BE#
         if with_ad:
-            flist.append((int(times[c]), bus, "parity_error", f"PAR wrong for the {what}"))
+            flist.append((int(times(c)), bus, "parity_error", f"PAR wrong for the {what}"))
     findings = np.array(sorted(flist), dtype=FINDING_DTYPE) if flist else np.zeros(0, FINDING_DTYPE)
     return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,
-                       with_ad, t_start, t_end)
+                       with_ad, t_start_a, t_end_a)
+
+
+def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int, nhdr: int,
+                s: TxnSpec, with_ad: bool) -> _Shape:
+    """Validate one transaction kind and compute its clock pattern."""
+    where = f"transaction {t}"
+    if term not in SPEC_TERMINATIONS:
+        raise PcitraceError(f"{where}: termination {term!r}", fix=f"use one of {', '.join(SPEC_TERMINATIONS)}")
+    if (n is None) != (term == "master_abort"):
+        raise PcitraceError(f"{where}: devsel {s.devsel!r} with termination {term!r}",
+                            fix="a master abort is exactly the transaction no target claims (devsel none)")
+    if term in ("split_response", "disconnect_adb", "single_phase_disconnect") and not pcix:
+        raise PcitraceError(f"{where}: {term} exists only in PCI-X mode", fix="render with mode='pcix'")
+    if term in ("retry", "split_response", "master_abort") and P:
+        raise PcitraceError(f"{where}: a {term} moves no data but {P} words are given",
+                            fix="leave `data` empty")
+    if term in ("normal", "disconnect_with_data", "disconnect_without_data", "disconnect_adb",
+                "single_phase_disconnect") and P == 0:
+        raise PcitraceError(f"{where}: {term} needs at least one completed data phase",
+                            fix="give `data`, or use retry for a stop before any data")
+    if term == "single_phase_disconnect" and P != 1:
+        raise PcitraceError(f"{where}: a single data phase disconnect moves exactly one word",
+                            fix="give one data word")
+    stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
+    slots = P + 1 if stop_slot else max(P, 1)
+    iw = _sparse(s.initiator_waits, slots, f"{where} initiator_waits")
+    tw = _sparse(s.target_waits, slots, f"{where} target_waits")
+    if pcix and iw:
+        raise PcitraceError(f"{where}: PCI-X initiators insert no wait states",
+                            fix="drop initiator_waits in PCI-X mode")
+    q = 0
+    if term == "disconnect_adb":
+        q = max(1, min(int(s.stop_phases), P))
+        for k in range(P - q + 1, P):   # STOP# stays asserted: no wait clocks between them
+            iw.pop(k, None)
+            tw.pop(k, None)
+    if term in ("normal", "split_response", "disconnect_adb"):
+        master_done = True
+    else:
+        master_done = bool(s.master_done)
+    shp = _shape(where, pcix, read, term, n, P, nhdr, iw, tw, master_done, q)
+    # What the record says about this kind of transaction.
+    dv = n
+    shp.rec_iwaits = shp.iwaits
+    if not with_ad and nhdr - pcix == 2:
+        # Without C/BE# the second address phase of a DAC looks like an initiator wait clock
+        # (PCI-X: it is taken for the attribute phase and the real one for the wait).
+        shp.rec_iwaits += 1
+        dv = None if n is None else n - 1
+    shp.rec_devsel = "none" if dv is None else _DEVSEL_NAMES[min(dv, 4)]
+    rt = _RECORD_TERMINATION.get(term, term)
+    if rt in ("retry", "disconnect_without_data"):
+        rt = "disconnect_without_data" if P else "retry"
+    shp.rec_termination = rt
+    return shp
 
 
 # -- captures ------------------------------------------------------------------------------------
