@@ -186,6 +186,15 @@ def _anchor_candidates(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: 
     return out
 
 
+def _close_mask(cap: np.ndarray) -> np.ndarray:
+    """Capture packets much closer to their predecessor than the stream's spacing: not packets
+    of the stream (a frame's DMA split in two, another device's transfer); they take no number."""
+    gaps = np.diff(cap)
+    if len(gaps) == 0:
+        return np.zeros(len(cap), bool)
+    return np.concatenate([[False], gaps < 0.4 * float(np.median(gaps))])
+
+
 def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: int, jl: int,
            lookahead: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """Walk the capture in time order from the pair (il, jl), pairing each packet with the run
@@ -203,8 +212,13 @@ def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: i
     order_n = np.argsort(rnum, kind="stable")
     nums_sorted, times_by_num = rnum[order_n], run[order_n].astype(float)
     pairs_i, pairs_j = [il], [jl]
+    close = _close_mask(cap)
+    extra = 0
     for i in range(il + 1, n_cap):
-        step = i - il
+        if close[i]:
+            extra += 1
+            continue
+        step = i - il - extra
         dc = float(cap[i] - cap[il])
         # Candidates are scored by relative interval error, so that a capture jumping over
         # a loss gap (600 us vs the run's 683 us) still beats "this is the next number".
@@ -226,7 +240,7 @@ def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: i
             continue  # nothing fits, or the run lost this packet: unpaired (named later)
         pairs_i.append(i)
         pairs_j.append(best[2])
-        il, jl = i, best[2]
+        il, jl, extra = i, best[2], 0
     return np.array(pairs_i, np.int64), np.array(pairs_j, np.int64)
 
 
@@ -309,8 +323,9 @@ def align(capture_times_ps, run_times_ps, capture_seq=None, run_seq=None, *,
     if cseq is not None and rseq is not None:
         method = "sequence"
         cs, rs = cseq[corder], rseq[rorder]
-        if len(ci):
-            vals, cnt = np.unique(rs[rj] - cs[ci], return_counts=True)
+        good = cs[ci] >= 0 if len(ci) else np.zeros(0, bool)
+        if good.any():
+            vals, cnt = np.unique(rs[rj][good] - cs[ci][good], return_counts=True)
             shift = int(vals[np.argmax(cnt)])
         else:
             vals, cnt = np.unique(np.concatenate([rs[:1] - cs, rs - cs[:1]]), return_counts=True)
@@ -319,7 +334,7 @@ def align(capture_times_ps, run_times_ps, capture_seq=None, run_seq=None, *,
         rpos = {int(s): j for j, s in enumerate(rs)}
         ci2, rj2 = [], []
         for i, s in enumerate(cs):
-            j = rpos.get(int(s) + shift)
+            j = rpos.get(int(s) + shift) if s >= 0 else None
             if j is not None:
                 ci2.append(i)
                 rj2.append(j)
@@ -347,7 +362,7 @@ def align(capture_times_ps, run_times_ps, capture_seq=None, run_seq=None, *,
 
     # Reordering: in capture time order, a packet numbered below one already seen.
     if cseq is not None:
-        numbers_in_time = cseq[corder]
+        numbers_in_time = np.where(cseq[corder] >= 0, cseq[corder], np.iinfo(np.int64).min)
     elif rseq is not None:
         numbers_in_time = np.full(len(cap_s), np.iinfo(np.int64).min)
         numbers_in_time[ci] = rseq[rorder][rj]
@@ -359,7 +374,20 @@ def align(capture_times_ps, run_times_ps, capture_seq=None, run_seq=None, *,
     prev_max = np.concatenate([[np.iinfo(np.int64).min], seen_max[:-1]])
     reordered = corder[np.flatnonzero(known & (numbers_in_time < prev_max))]
 
-    number = _infer_numbers(len(cap), corder, ci, rj, rorder, rseq, cseq, shift)
+    close = _close_mask(cap_s)
+    keep = np.flatnonzero(~close)
+    pos_in_keep = np.full(len(cap_s), -1, np.int64)
+    pos_in_keep[keep] = np.arange(len(keep))
+    sel = pos_in_keep[ci] >= 0
+    sub = _infer_numbers(len(keep), np.arange(len(keep)), pos_in_keep[ci[sel]], rj[sel], rorder, rseq,
+                         None if cseq is None else cseq[corder][keep], shift)
+    number_sorted = np.full(len(cap_s), -1, np.int64)
+    number_sorted[keep] = sub
+    if cseq is not None:
+        cs_sorted = cseq[corder]
+        number_sorted[close] = np.where(cs_sorted >= 0, cs_sorted + (shift if rseq is not None else 0), -1)[close]
+    number = np.full(len(cap), -1, np.int64)
+    number[corder] = number_sorted
     return Alignment(method, int(round(offset - slope * run_s[0])), slope * 1e6, cap_idx.astype(np.int64),
                      run_idx.astype(np.int64), np.rint(resid).astype(np.int64), cap_un.astype(np.int64),
                      run_un.astype(np.int64), run_out.astype(np.int64), reordered.astype(np.int64),
@@ -372,7 +400,7 @@ def _infer_numbers(n_cap, corder, ci, rj, rorder, rseq, cseq, shift) -> np.ndarr
     sender's bus shows packets the receiver lost, which the run lists only by number)."""
     out = np.full(n_cap, -1, np.int64)
     if cseq is not None:
-        out[:] = cseq + shift if rseq is not None else cseq
+        out[:] = np.where(cseq >= 0, cseq + (shift if rseq is not None else 0), -1)
         return out
     if rseq is None or len(ci) == 0:
         return out

@@ -100,59 +100,101 @@ def capture_packets(path: str | Path, *, profile: str | Path | None = None, engi
     from pcitrace.capture import open_capture
     from pcitrace.decode import decode_capture
 
-    try:
-        from pcitrace import analyse as analyse_mod
-        analyse = analyse_mod.analyse
-    except (ImportError, AttributeError):
-        raise PcitraceError("the analyser (pcitrace.analyse.analyse) is not available in this install",
-                            path=path, fix="update pcitrace; correlate needs the analyser's per-packet tables") from None
-    cap = open_capture(path)
+    from pcitrace.analyse import analyse
     from pcitrace.capture.profile import resolve_profile
+
+    cap = open_capture(path)
     prof = resolve_profile(cap, profile)
     result = decode_capture(cap, prof, engine=engine)
-    analysis = analyse(result, None)
-    return packets_from_analysis(analysis, result)
+    packets = packets_from_analysis(analyse(result))
+    for cp in packets:
+        cp.seq = payload_numbers(result, cp.bus, cp.time_ps)
+    return packets
 
 
-def _field(obj, *names, default=None):
-    for n in names:
-        if isinstance(obj, dict) and n in obj:
-            return obj[n]
-        if hasattr(obj, n):
-            return getattr(obj, n)
-    return default
+def _frame_head(words_t, words_a, words_v, words_wb, base: int, t0: int, t1: int, nbytes: int) -> bytes | None:
+    """The first ``nbytes`` of the buffer at ``base`` as moved by the words between t0 and t1."""
+    lo, hi = np.searchsorted(words_t, [t0, t1], side="left")
+    hi = np.searchsorted(words_t, t1, side="right")
+    a, v, wb = words_a[lo:hi], words_v[lo:hi], words_wb[lo:hi]
+    buf = bytearray(nbytes)
+    have = np.zeros(nbytes, bool)
+    off = a.astype(np.int64) - base
+    sel = (off > -8) & (off < nbytes)
+    for o, val, w in zip(off[sel].tolist(), v[sel].tolist(), wb[sel].tolist()):
+        for k in range(w):
+            pos = o + k
+            if 0 <= pos < nbytes:
+                buf[pos] = (val >> (8 * k)) & 0xFF
+                have[pos] = True
+    return bytes(buf) if have.all() else None
 
 
-def packets_from_analysis(analysis, decode_result=None) -> list[CapturePackets]:
-    """CapturePackets from the analyser's per-bus packet tables (PACKET_DTYPE rows)."""
-    buses = _field(analysis, "buses", default=None)
-    if buses is None:
-        raise PcitraceError("the analysis has no per-bus results", fix="report this as a pcitrace bug")
-    items = buses.items() if isinstance(buses, dict) else ((_field(b, "name"), b) for b in buses)
+def payload_numbers(result, bus: str, data_start_ps: np.ndarray) -> np.ndarray | None:
+    """UDPmon frame numbers read from the frames the NIC moved, when AD was captured.
+
+    A packet's data DMA starts at its buffer's address; PCI carries bytes little-endian by lane,
+    so the Ethernet / IPv4 / UDP headers and the UDPmon header (int32 cmd = 4, int32 version,
+    int64 frame number) can be read back from the data words. -1 where the frame is not a
+    UDPmon data packet or its words are incomplete; None when the bus has no data words.
+    """
+    recs, words = result.records, result.words
+    if len(words) == 0 or len(recs) == 0:
+        return None
+    on_bus = recs["bus"][words["record"]] == bus
+    if not on_bus.any():
+        return None
+    w = words[on_bus]
+    r = recs[w["record"]]
+    order = np.lexsort((w["time_ps"], w["record"]))
+    w, r = w[order], r[order]
+    first = np.r_[True, w["record"][1:] != w["record"][:-1]]
+    grp_start = np.maximum.accumulate(np.where(first, np.arange(len(w)), 0))
+    k = np.arange(len(w)) - grp_start
+    wb = (r["width"] // 8).astype(np.int64)
+    addr = r["address"].astype(np.int64) + k * wb
+    by_t = np.argsort(w["time_ps"], kind="stable")
+    wt, wa, wv, wwb = w["time_ps"][by_t], addr[by_t], w["value"][by_t], wb[by_t]
+    bus_recs = recs[recs["bus"] == bus]
+    rstart = bus_recs["start_ps"]
+    out = np.full(len(data_start_ps), -1, np.int64)
+    for i, t0 in enumerate(np.asarray(data_start_ps).tolist()):
+        j = int(np.searchsorted(rstart, t0))
+        if j >= len(bus_recs) or rstart[j] != t0:
+            continue
+        base = int(bus_recs["address"][j])
+        # headers fit in 14 + 60 + 8 + 16 bytes; the words of the first few microseconds hold them
+        head = _frame_head(wt, wa, wv, wwb, base, t0, t0 + 20_000_000, 98)
+        if head is None or head[12:14] != b"\x08\x00" or head[23] != 17:
+            continue
+        ihl = (head[14] & 0x0F) * 4
+        pl = 14 + ihl + 8
+        if pl + 16 > len(head) or int.from_bytes(head[pl:pl + 4], "little") != 4:
+            continue
+        out[i] = int.from_bytes(head[pl + 8:pl + 16], "little", signed=True)
+    return out
+
+
+def packets_from_analysis(analysis) -> list[CapturePackets]:
+    """CapturePackets from the analyser's per-bus packet tables (analyse.packets.PACKET_DTYPE)."""
+    from pcitrace.analyse.classify import READ, WRITE
     out = []
-    for name, ba in items:
-        pk = _field(ba, "packets", default=None)
+    for name, ba in analysis.buses.items():
+        pk = ba.packets
         if pk is None or len(pk) == 0:
             continue
-        from pcitrace.analyse.classify import READ, WRITE
         dirs = pk["direction"]
         direction = "tx" if np.all(dirs == READ) else "rx" if np.all(dirs == WRITE) else "?"
         figures = {}
-        for col, unit in (("csr_setup_ps", 1e6), ("descriptor_fetch_ps", 1e6), ("data_dma_ps", 1e6),
-                          ("status_writeback_ps", 1e6), ("csr_to_dma_ps", 1e6), ("interrupt_delay_ps", 1e6),
-                          ("period_ps", 1e6), ("busy_ps", 1e6)):
+        for col in ("csr_setup_ps", "descriptor_fetch_ps", "data_dma_ps", "status_writeback_ps",
+                    "csr_to_dma_ps", "interrupt_delay_ps", "period_ps", "busy_ps"):
             if col in pk.dtype.names:
-                figures[col.replace("_ps", "_us")] = pk[col].astype(float) / unit
+                figures[col[:-3] + "_us"] = pk[col].astype(float) / 1e6
         if "occupancy" in pk.dtype.names:
             figures["occupancy"] = pk["occupancy"].astype(float)
-        occ = _field(ba, "occupancy", default=None)
-        if occ is not None and not isinstance(occ, (int, float)):
-            occ = _field(occ, "fraction", "total", "occupancy", default=None)
-        clock = _field(ba, "clock_mhz", default=None)
         out.append(CapturePackets(str(name), direction, pk["data_start_ps"].astype(np.int64),
                                   pk["data_bytes"].astype(np.int64), figures, None,
-                                  float(occ) if occ is not None else None,
-                                  float(clock) if clock is not None else None))
+                                  float(ba.split.occupancy), ba.facts.clock_hz / 1e6))
     return out
 
 
