@@ -25,10 +25,12 @@ WIRE_OVERHEAD_BYTES = 24
 @dataclasses.dataclass(frozen=True)
 class AnalysisOptions:
     csr_gap_us: float = 2.0              # CSR accesses closer than this form one group
+    csr_split_factor: float = 3.0        # no AD: ... unless the gap is this many times the usual one (0 = off)
     classification: str = "auto"         # auto | gnt+bar | gnt | bar | length
     csr_max_data_phases: int = 1         # 'length' / 'gnt' rules: CSR accesses are this short
-    transfer_gap_clocks: int = 16        # no AD: bursts this close form one transfer
-    min_frame_bytes: int = 60            # a transfer this big is frame data (min Ethernet frame w/o CRC)
+    transfer_gap_clocks: int = 0         # no AD: master-ended bursts this close also form one transfer (0 = off)
+    descriptor_gap_clocks: int = 32      # no C/BE#: a small transfer this close before frame data is its descriptor
+    max_control_bytes: int = 64          # DMA transfers up to this size are descriptors / status, larger = frame data
     window_us: float | None = None       # rolling occupancy window; None = auto
     window_step: float = 0.5             # step as a fraction of the window
     pause_factor: float = 3.0            # a packet period > factor x median is a transmit pause
@@ -73,6 +75,7 @@ class BusFacts:
 PACKET_FIGURES: dict[str, tuple[str, float]] = {
     "csr_setup_us": ("csr_setup_ps", 1e-6),
     "csr_accesses": ("csr_accesses", 1.0),
+    "csr_group_us": ("csr_group_ps", 1e-6),
     "csr_to_dma_us": ("csr_to_dma_ps", 1e-6),
     "descriptor_fetch_us": ("descriptor_fetch_ps", 1e-6),
     "data_dma_us": ("data_dma_ps", 1e-6),
@@ -178,12 +181,21 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     if have_ad is None:
         have_ad = ad_captured(records)
     busy = BusyTime.of(records, T)
-    groups = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T)
     bursts = pk.dma_bursts(records, classes, dirs, T, facts.width)
     transfers = pk.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
-                                 period_ps=T, min_frame_bytes=o.min_frame_bytes)
-    packets = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width)
-    split = split_clocks(records, classes, facts.clocks)
+                                 period_ps=T, max_control_bytes=o.max_control_bytes,
+                                 descriptor_gap_ps=o.descriptor_gap_clocks * T)
+    data_dma = np.zeros(len(records), bool)
+    if bursts.size:
+        data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == pk.DATA
+    groups = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=data_dma,
+                           split_factor=0.0 if have_ad else o.csr_split_factor)
+    # With AD the send routine is found by its register accesses in groups formed by time alone.
+    plain = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=np.zeros(len(records), bool),
+                          split_factor=0.0) if have_ad else None
+    packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
+                                 have_ad=have_ad, records=records, classes=classes, plain_groups=plain)
+    split = split_clocks(records, classes, facts.clocks, facts.mode)
 
     t0, t1 = float(facts.start_ps), float(facts.start_ps) + facts.duration_ps
     window = o.window_us * 1e6 if o.window_us else max(10e6, (t1 - t0) / 2000)
@@ -203,7 +215,7 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
                                 ("dma_burst_efficiency", bursts["efficiency"], 1.0),
                                 ("dma_transfer_bytes", transfers["bytes"], 1.0),
                                 ("dma_transfer_us", transfers["span_ps"], 1e-6),
-                                ("csr_group_us", groups["span_ps"], 1e-6),
+                                ("csr_group_all_us", groups["span_ps"], 1e-6),
                                 ("packets_per_interrupt", ppi, 1.0)):
         dists[name] = Distribution.of(values, scale)
         hists[name] = Histogram.of(values, o.histogram_bins, scale)

@@ -3,7 +3,8 @@
 The rule depends on what the capture holds (docs/report-schema.md, "classification_rule"):
 
 - ``gnt+bar`` (GNT# and AD captured, BARs known): NIC DMA = the NIC's GNT# was asserted on the
-  clock before the address phase (record ``gnt`` = 1); CSR = not granted to the NIC and the
+  clock before the address phase (record ``gnt`` = 1), or a PCI-X split completion (the bridge
+  drives it, but it carries the NIC's read data); CSR = not granted to the NIC and the
   address falls in one of the NIC's BARs; everything else is ``other`` (unrelated devices).
 - ``gnt`` (GNT# captured, no usable AD/BARs): NIC DMA = ``gnt`` 1; not granted and at most
   ``csr_max_data_phases`` data phases = CSR (register accesses are single data phases; a
@@ -98,12 +99,14 @@ def classify(records: np.ndarray, bars: Sequence[tuple[int, int]] | None = None,
     if n == 0:
         return out, used
     short = records["data_phases"] <= csr_max_data_phases
+    # The completer (host bridge) drives a split completion, but it carries the NIC's DMA read data.
+    completion = records["command"] == "split_completion"
     if used == "gnt+bar":
-        granted = records["gnt"] == 1
+        granted = (records["gnt"] == 1) | completion
         out[~granted & in_bars(records["address"], bars)] = CSR
         out[granted] = DMA
     elif used == "gnt":
-        granted = records["gnt"] == 1
+        granted = (records["gnt"] == 1) | completion
         out[~granted & short] = CSR
         out[granted] = DMA
     elif used == "bar":

@@ -69,22 +69,30 @@ class OccupancySplit:
         return {k: v / n for k, v in self.by_initiator.items()}
 
 
-def split_clocks(records: np.ndarray, classes: np.ndarray, total_clocks: int) -> OccupancySplit:
+def split_clocks(records: np.ndarray, classes: np.ndarray, total_clocks: int, mode: str = "pci") -> OccupancySplit:
     """Busy clocks and what they did.
 
-    data = completed data phases; wait = initiator + target wait states; retry = every clock of
-    a transaction the target retried (it moved nothing); address = the rest of the busy clocks
-    (address / DAC / attribute phases and STOP# termination clocks, i.e. protocol overhead).
-    The four parts add up to the busy clocks.
+    data = completed data phases; address = the header clocks of every transaction that was not
+    retried (address phase, + second DAC phase, + PCI-X attribute phase); retry = every clock of a
+    transaction the target retried (it moved nothing); wait = the rest of the busy clocks
+    (initiator / target wait states, DEVSEL# decode, STOP# termination clocks). The four parts add
+    up to the busy clocks.
+
+    By initiator: nic = NIC DMA (split completions excluded: the host bridge drives them), host =
+    CSR accesses and split completions, other = the remaining transactions.
     """
     clocks = records["clocks"].astype(np.int64)
     retry = records["termination"] == "retry"
     busy = int(clocks.sum())
     r = int(clocks[retry].sum())
     data = int(records["data_phases"][~retry].sum())
-    wait = int((records["initiator_waits"][~retry] + records["target_waits"][~retry]).sum())
-    address = busy - r - data - wait
-    by = {"nic": int(clocks[classes == DMA].sum()), "host": int(clocks[classes == CSR].sum()),
+    header = 1 + records["dac"].astype(np.int64) + (1 if mode == "pcix" else 0)
+    address = int(np.minimum(header, clocks)[~retry].sum())
+    wait = busy - r - data - address
+    completion = records["command"] == "split_completion"
+    nic = (classes == DMA) & ~completion
+    host = (classes == CSR) | ((classes == DMA) & completion)
+    by = {"nic": int(clocks[nic].sum()), "host": int(clocks[host].sum()),
           "other": int(clocks[classes == OTHER].sum())}
     return OccupancySplit(busy, int(total_clocks), data, wait, address, r, by)
 

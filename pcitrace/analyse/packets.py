@@ -3,24 +3,38 @@
 Definitions (docs/report-schema.md repeats them for readers of the report):
 
 - **CSR group**: consecutive CSR accesses whose idle gap (next start - previous end) is below
-  ``csr_gap``, with no NIC DMA in between. Its span runs from the first clock of its first access
-  to the end of the last busy clock of its last access (end_ps + one clock).
-- **DMA burst**: one NIC-initiated transaction.
+  ``csr_gap``, with no frame data DMA in between (descriptor / status DMA does not split a group:
+  a late write-back may land amid the driver's register accesses). Without AD, inside that
+  window a group is also split where the idle gap exceeds ``csr_split_factor`` x the median gap between accesses
+  of one group on this bus (gaps after a retried access excluded): the CPU paces one routine's
+  accesses evenly, so such a pause is the next routine (an interrupt service routine running
+  into the next send's setup). With AD the send routine is found by its accesses instead. Its span (``csr_group``) runs from the first clock of
+  its first access to the end of the last busy clock of its last access (end_ps + one clock).
+- **DMA burst**: one NIC-initiated transaction (PCI-X: and the split completions answering it).
 - **DMA transfer**: consecutive bursts in the same direction that move one buffer. With AD: the
-  next burst starts where the previous one stopped (address + bytes; PCI-X split requests advance
-  by their byte count, and split completions continue the read they answer). Without AD: the next
-  burst follows within ``transfer_gap_clocks`` idle clocks with no CSR access in between.
-- A transfer of at least ``min_frame_bytes`` is frame **data**; a smaller read is a **descriptor
-  fetch**, a smaller write a **status write-back**. Without C/BE# (direction unknown) a small
-  transfer after a packet's data is its status write-back unless a CSR group came in between,
-  else it is the next packet's descriptor fetch.
+  next burst starts where the previous one stopped (address + bytes; a PCI-X split request
+  advances by its byte count) and split completions continue the read they answer. Without AD:
+  a burst the target cut short (retry, disconnect, split response) continues in the next burst
+  of the same direction.
+- A transfer of more than ``max_control_bytes`` (default 64: four 16-byte descriptors) is frame
+  **data**; a smaller read is a **descriptor fetch**, a smaller write a **status write-back**.
+  Without C/BE# (direction unknown) a small transfer that the next frame data follows within
+  ``descriptor_gap`` is a descriptor fetch, any other a status write-back.
 - **Packet** = one data transfer; direction tx (NIC reads the frame) or rx (NIC writes it).
-  Descriptor fetches before its data (after the previous packet's data) and status write-backs
-  after it belong to it. A tx (or unknown-direction) packet's **setup group** is the last CSR group
-  between the previous packet's last DMA and this packet's first DMA. All other CSR groups are
-  **interrupt groups** (the driver's update after an interrupt); a packet's **interrupt delay** is
-  from the end of its last DMA to the start of the next interrupt group, and that group's
-  **packets per interrupt** counts the packets whose next interrupt group it is.
+  Descriptor fetches go to the next packet's data. Status write-backs go in ring order: each to
+  the earliest packet whose data ended before it and that has none yet (with AD, first to the
+  packet that fetched that very descriptor), since a transmit write-back may come after the
+  frame left on the wire, past the next packet's DMA.
+- A tx (or unknown-direction) packet's **setup group** is the last CSR group between the
+  previous packet's data and this packet's first DMA. With AD, the driver's send routine (the
+  run of register accesses that ends most setup groups) is separated from other accesses in the
+  same group (see split_setup_routines), so an interrupt service routine that ran into or
+  alongside the next send stays an interrupt group. **CSR setup** = from the start of that
+  group to the packet's first DMA (the seed papers' "CSR setup then DMA"); the group's own span
+  is reported too. All other CSR groups are **interrupt groups** (the driver's work after an
+  interrupt); a packet's **interrupt delay** runs from the end clock of its last DMA (status
+  write-back, else data) to the start of the next interrupt group, and **packets per
+  interrupt** counts, per interrupt group, the packets whose next interrupt group it is.
 - Packet **period** = from its anchor (setup group start, else first DMA) to the next packet's
   anchor; the occupancy of the period is the busy time inside it over its length.
 """
@@ -49,6 +63,7 @@ TRANSFER_KINDS = ("data", "descriptor", "status")
 TRANSFER_DTYPE = np.dtype([
     ("start_ps", np.int64), ("end_ps", np.int64), ("span_ps", np.float64), ("bytes", np.int64),
     ("bursts", np.int64), ("direction", np.int8), ("kind", np.int8), ("packet", np.int64),
+    ("address", np.uint64),
 ])
 
 PACKET_DTYPE = np.dtype([
@@ -58,24 +73,40 @@ PACKET_DTYPE = np.dtype([
     ("data_bursts", np.int64),
     ("first_dma_ps", np.int64), ("last_dma_end_ps", np.int64),
     ("setup_group", np.int64),           # index into groups or -1
-    ("csr_setup_ps", np.float64), ("csr_accesses", np.float64),
+    ("csr_setup_ps", np.float64),        # setup group start to the packet's first DMA
+    ("csr_group_ps", np.float64),        # setup group: first access start to end of last busy clock
+    ("csr_accesses", np.float64),
     ("descriptor_fetch_ps", np.float64), ("data_dma_ps", np.float64), ("status_writeback_ps", np.float64),
-    ("csr_to_dma_ps", np.float64),       # end of setup group to first DMA
+    ("csr_to_dma_ps", np.float64),       # end of the setup group's last busy clock to first DMA
     ("interrupt_group", np.int64), ("interrupt_delay_ps", np.float64),
     ("period_ps", np.float64), ("busy_ps", np.float64), ("occupancy", np.float64),
     ("data_dma_ideal_ps", np.float64),
 ])
 
 
-def csr_groups(records: np.ndarray, classes: np.ndarray, gap_ps: float, period_ps: float) -> np.ndarray:
+def csr_groups(records: np.ndarray, classes: np.ndarray, gap_ps: float, period_ps: float,
+               breaks: np.ndarray | None = None, split_factor: float = 3.0) -> np.ndarray:
+    """CSR groups; ``breaks`` marks records that end a group when they fall inside one (frame
+    data DMA; default every NIC DMA). Small DMA (a late status write-back) may land in the
+    middle of the driver's register accesses without splitting them."""
     idx = np.flatnonzero(classes == CSR)
     if idx.size == 0:
         return np.zeros(0, GROUP_DTYPE)
     start = records["start_ps"][idx]
     end = records["end_ps"][idx]
-    dma_before = np.cumsum(classes == DMA)
+    dma_before = np.cumsum(classes == DMA if breaks is None else breaks)
+    gaps = start[1:] - end[:-1]
+    retried = records["termination"][idx[:-1]] == "retry"
     brk = np.ones(idx.size, bool)
-    brk[1:] = ((start[1:] - end[:-1]) >= gap_ps) | (dma_before[idx[1:]] != dma_before[idx[:-1]])
+    brk[1:] = (gaps >= gap_ps) | (dma_before[idx[1:]] != dma_before[idx[:-1]])
+    if split_factor > 0:
+        # The CPU paces one routine's register accesses evenly; a pause several times its usual
+        # spacing inside a csr_gap window starts another routine (e.g. the interrupt service
+        # routine just before the next send). A retried access is repeated, not a new one.
+        inner = ~brk[1:] & ~retried
+        if inner.sum() >= 2:
+            usual = float(np.median(gaps[inner]))
+            brk[1:] |= inner & (gaps > split_factor * max(usual, period_ps))
     gid = np.cumsum(brk) - 1
     heads = np.flatnonzero(brk)
     tails = np.r_[heads[1:] - 1, idx.size - 1]
@@ -111,8 +142,12 @@ def dma_bursts(records: np.ndarray, classes: np.ndarray, dirs: np.ndarray, perio
     return b
 
 
+_TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
+
+
 def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
-                  gap_ps: float, period_ps: float, min_frame_bytes: int) -> np.ndarray:
+                  gap_ps: float, period_ps: float, max_control_bytes: int,
+                  descriptor_gap_ps: float) -> np.ndarray:
     """Group bursts into transfers (fills bursts['transfer']) and label each transfer's kind."""
     m = bursts.size
     if m == 0:
@@ -121,23 +156,26 @@ def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, 
     d = bursts["direction"]
     same_dir = d[1:] == d[:-1]
     idle = bursts["start_ps"][1:] - bursts["end_ps"][:-1] - period_ps
+    completion = rec["command"] == "split_completion"
+    # A split completion always continues the read it answers, however long the completer took.
+    follows = completion[1:] & (d[:-1] == READ)
     if have_ad:
-        completion = rec["command"] == "split_completion"
         split_req = (rec["termination"] == "split_response") & (rec["byte_count"] > 0)
         advance = np.where(split_req, rec["byte_count"], rec["bytes"]).astype(np.uint64)
         expect = rec["address"] + advance
-        # A split completion continues the read it answers: carry the last request's next address.
-        src = np.where(~completion, np.arange(m), -1)
-        src = np.maximum.accumulate(src)
+        # After completions, the next request continues from the last request's end.
+        src = np.maximum.accumulate(np.where(~completion, np.arange(m), -1))
         has_src = src >= 0
         carried = np.where(has_src, expect[np.maximum(src, 0)], np.uint64(0))
         contiguous = (rec["address"][1:] == carried[:-1]) & has_src[:-1]
-        follows = completion[1:] & (d[:-1] == READ) & (idle <= gap_ps)
-        merge = same_dir & ~completion[1:] & contiguous | same_dir & follows
+        merge = same_dir & ((~completion[1:] & contiguous) | follows)
     else:
-        csr_before = np.cumsum(classes == CSR)
-        no_csr = csr_before[bursts["record"][1:]] == csr_before[bursts["record"][:-1]]
-        merge = same_dir & no_csr & (idle <= gap_ps)
+        # No addresses: a burst the target cut short (retry, disconnect, split response) is
+        # resumed by the next burst of the same direction; one the master ended is complete.
+        resumed = np.isin(rec["termination"][:-1], _TARGET_ENDED)
+        merge = same_dir & (resumed | follows)
+        if gap_ps > 0:
+            merge |= same_dir & (idle <= gap_ps)
     brk = np.r_[True, ~merge]
     tid = np.cumsum(brk) - 1
     bursts["transfer"] = tid
@@ -151,19 +189,182 @@ def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, 
     t["bytes"] = np.bincount(tid, weights=bursts["bytes"], minlength=n).astype(np.int64)
     t["bursts"] = np.bincount(tid, minlength=n)
     t["direction"] = d[heads]
+    t["address"] = rec["address"][heads]
     t["packet"] = -1
-    small = t["bytes"] < min_frame_bytes
-    t["kind"] = np.where(~small, DATA, np.where(t["direction"] == WRITE, STATUS, DESCRIPTOR))
+    data = t["bytes"] > max_control_bytes
+    kind = np.where(data, DATA, np.where(t["direction"] == WRITE, STATUS, DESCRIPTOR))
+    # Direction unknown (no C/BE#): a small transfer right before frame data is its descriptor
+    # fetch, any other small transfer a status write-back.
+    unknown = ~data & (t["direction"] == UNKNOWN_DIR)
+    if unknown.any():
+        nxt_data = np.r_[data[1:], False]
+        nxt_gap = np.r_[t["start_ps"][1:] - t["end_ps"][:-1] - period_ps, np.inf]
+        kind[unknown] = np.where(nxt_data[unknown] & (nxt_gap[unknown] <= descriptor_gap_ps),
+                                 DESCRIPTOR, STATUS)
+    t["kind"] = kind
     return t
 
 
+def _assign_status(transfers: np.ndarray, status: np.ndarray, de: np.ndarray, desc_owner: dict,
+                   have_ad: bool) -> np.ndarray:
+    """Packet of each status write-back (-1 = none).
+
+    NICs work through their descriptor rings in order, so write-backs come in packet order,
+    whenever they come (a transmit write-back may follow the frame onto the wire, after the
+    next packet's DMA): the k-th write-back goes to the earliest packet whose data DMA ended
+    before it and that has none yet. With AD, a write-back to the very descriptor a packet
+    fetched goes to that packet first.
+    """
+    owner = np.full(status.size, -1, np.int64)
+    taken = np.zeros(de.size, bool)
+    head = 0
+    for k, i in enumerate(status):
+        t0 = transfers["start_ps"][i]
+        if have_ad:
+            j = desc_owner.get(int(transfers["address"][i]), -1)
+            if 0 <= j < de.size and not taken[j] and de[j] < t0:
+                owner[k] = j
+                taken[j] = True
+                continue
+        while head < de.size and taken[head]:
+            head += 1
+        if head < de.size and de[head] < t0:
+            owner[k] = head
+            taken[head] = True
+    return owner
+
+
+def _access_keys(records: np.ndarray, idx: np.ndarray) -> list[tuple]:
+    return list(zip(records["command"][idx].tolist(), records["address"][idx].tolist()))
+
+
+def _learn_signature(seqs: list[list[tuple]]) -> list[tuple]:
+    """Longest run of accesses that ends a majority of the given access sequences."""
+    need = len(seqs) / 2
+    sig: list = []
+    while True:
+        k = len(sig) + 1
+        votes: dict = {}
+        for keys in seqs:
+            if len(keys) >= k and keys[len(keys) - len(sig):] == sig:
+                votes[keys[-k]] = votes.get(keys[-k], 0) + 1
+        if not votes:
+            return sig
+        best, n = max(votes.items(), key=lambda kv: kv[1])
+        if n < need:
+            return sig
+        sig = [best] + sig
+
+
+def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, g: np.ndarray,
+                         ok: np.ndarray, first_dma: np.ndarray, eligible: np.ndarray,
+                         search_groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Find the driver's send routine by its register accesses and give each send its own.
+
+    With AD every send runs the same register accesses (command, address) before the NIC's first
+    DMA. The longest run of accesses that ends a majority of the preliminary setup groups ``g[ok]``
+    is that routine's signature. Every CSR group is searched for it (backwards, as a subsequence,
+    repeatedly: an interrupt service routine may run just before, or interleaved on another CPU;
+    two sends may share a group); each instance becomes a setup group of its own, the remaining
+    accesses a group of their own. Sends are then matched to packets in order (the driver posts
+    descriptors in ring order), each packet taking the earliest unused instance that ended before
+    its first DMA: under a transmit backlog the send routine runs long before the NIC gets to it.
+    ``eligible``: packets that can have a send routine (not received frames). ``search_groups``:
+    the groups to search for instances, if not ``groups`` (under a transmit backlog the send
+    routine's accesses interleave with data DMA, so groups split at data DMA, good for learning
+    the signature from clean sends, would cut instances apart).
+    Returns (groups sorted by start, setup group per packet or -1), or None without a signature.
+    """
+    setup = np.unique(g[ok])
+    if setup.size < 2:
+        return None
+    csr_idx = np.flatnonzero(classes == CSR)
+    accepted = records["termination"] != "retry"
+    keys_all = _access_keys(records, np.arange(len(records)))
+
+    def members_of(gr):
+        out = []
+        for gi in range(gr.size):
+            lo, hi = gr["first_record"][gi], gr["last_record"][gi]
+            out.append(csr_idx[(csr_idx >= lo) & (csr_idx <= hi)])
+        return out
+
+    members = members_of(groups)
+    sig = _learn_signature([[keys_all[r] for r in members[gi] if accepted[r]] for gi in setup])
+    L = len(sig)
+    if L == 0:
+        return None
+    if search_groups is not None:
+        groups, members = search_groups, members_of(search_groups)
+    parts: list[tuple[np.ndarray, bool]] = []
+    for gi in range(groups.size):
+        idx = members[gi]
+        label = np.zeros(idx.size, np.int64)        # 0 = other, k > 0 = k-th instance (from the end)
+        acc_pos = [p for p in range(idx.size) if accepted[idx[p]]]
+        free = list(acc_pos)
+        n_inst = 0
+        while True:
+            j, hit = L - 1, []
+            for p in reversed(free):
+                if keys_all[idx[p]] == sig[j]:
+                    hit.append(p)
+                    j -= 1
+                    if j < 0:
+                        break
+            if j >= 0:
+                break
+            n_inst += 1
+            label[hit] = n_inst
+            free = [p for p in free if p not in hit]
+        if n_inst == 0:
+            parts.append((idx, False))
+            continue
+        # Retried attempts go with the accepted access they repeat (the next one with its key).
+        pending: dict = {}
+        for pos in range(idx.size - 1, -1, -1):
+            key = keys_all[idx[pos]]
+            if accepted[idx[pos]]:
+                pending[key] = label[pos]
+            else:
+                label[pos] = pending.get(key, 0)
+        if (label == 0).any():
+            parts.append((idx[label == 0], False))
+        for k in range(n_inst, 0, -1):
+            parts.append((idx[label == k], True))
+    period = float(groups["span_ps"][0] - (groups["end_ps"][0] - groups["start_ps"][0]))
+    out = np.zeros(len(parts), GROUP_DTYPE)
+    for i, (part, _) in enumerate(parts):
+        out["first_record"][i], out["last_record"][i] = part[0], part[-1]
+        out["start_ps"][i] = records["start_ps"][part].min()
+        out["end_ps"][i] = records["end_ps"][part].max()
+        out["accesses"][i] = part.size
+        out["retries"][i] = int((records["termination"][part] == "retry").sum())
+    out["span_ps"] = out["end_ps"] - out["start_ps"] + period
+    is_setup = np.array([sf for _, sf in parts])
+    order = np.argsort(out["start_ps"], kind="stable")
+    out, is_setup = out[order], is_setup[order]
+    inst = np.flatnonzero(is_setup)
+    # In ring order: each eligible packet takes the earliest unused send that ended before its DMA.
+    setup_of = np.full(first_dma.size, -1, np.int64)
+    inst_order = inst[np.argsort(out["end_ps"][inst], kind="stable")]
+    pos = 0
+    for i in np.flatnonzero(eligible):
+        if pos < inst_order.size and out["end_ps"][inst_order[pos]] < first_dma[i]:
+            setup_of[i] = inst_order[pos]
+            pos += 1
+    return out, setup_of
+
+
 def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period_ps: float,
-            bus_width: int) -> np.ndarray:
-    """One row per data transfer; assigns transfers['packet'] and groups['setup'/'packets']."""
+            bus_width: int, have_ad: bool = False, records: np.ndarray | None = None,
+            classes: np.ndarray | None = None, plain_groups: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(packets, groups): one row per data transfer; assigns transfers['packet'] and the groups'
+    'setup' / 'packets' (groups may be split, see split_setup_routines, so they are returned)."""
     data_idx = np.flatnonzero(transfers["kind"] == DATA)
     p = np.zeros(data_idx.size, PACKET_DTYPE)
     if data_idx.size == 0:
-        return p
+        return p, groups
     P = data_idx.size
     ds = transfers["start_ps"][data_idx]
     de = transfers["end_ps"][data_idx]
@@ -176,75 +377,83 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     p["data_dma_ps"] = transfers["span_ps"][data_idx]
     p["data_dma_ideal_ps"] = p["data_bytes"] / (bus_width / 8) * period_ps
 
-    # Small transfers: descriptor fetches go to the next packet, write-backs to the previous.
-    small = np.flatnonzero(transfers["kind"] != DATA)
-    ts = transfers["start_ps"][small]
-    j_next = np.searchsorted(ds, ts, side="left")
-    j_prev = j_next - 1
-    kind = transfers["kind"][small].copy()
-    unknown = transfers["direction"][small] == UNKNOWN_DIR
-    if unknown.any():
-        gstart = groups["start_ps"]
-        prev_end = np.where(j_prev >= 0, de[np.maximum(j_prev, 0)], np.iinfo(np.int64).min)
-        csr_between = np.searchsorted(gstart, ts, "left") > np.searchsorted(gstart, prev_end, "right")
-        as_status = (j_prev >= 0) & ~csr_between
-        kind[unknown] = np.where(as_status[unknown], STATUS, DESCRIPTOR)
-        transfers["kind"][small] = kind
-    owner = np.where(kind == STATUS, j_prev, j_next)
-    valid = (owner >= 0) & (owner < P)
-    transfers["packet"][small[valid]] = owner[valid]
+    # Descriptor fetches belong to the next packet's data; write-backs in ring order.
+    desc = np.flatnonzero(transfers["kind"] == DESCRIPTOR)
+    d_owner = np.searchsorted(ds, transfers["start_ps"][desc], side="left")
+    d_owner[d_owner >= P] = -1
+    transfers["packet"][desc] = d_owner
+    desc_owner = {}
+    for i, j in zip(desc, d_owner):
+        if j >= 0:
+            a = int(transfers["address"][i])
+            for off in range(0, max(int(transfers["bytes"][i]), 1), 16):
+                desc_owner.setdefault(a + off, int(j))
+    status = np.flatnonzero(transfers["kind"] == STATUS)
+    s_owner = _assign_status(transfers, status, de, desc_owner, have_ad)
+    transfers["packet"][status] = s_owner
 
-    def span_of(which: int):
-        sel = valid & (kind == which)
+    def span_of(idx, owner):
+        sel = owner >= 0
         lo = np.full(P, np.iinfo(np.int64).max)
         hi = np.full(P, np.iinfo(np.int64).min)
-        np.minimum.at(lo, owner[sel], transfers["start_ps"][small[sel]])
-        np.maximum.at(hi, owner[sel], transfers["end_ps"][small[sel]])
+        np.minimum.at(lo, owner[sel], transfers["start_ps"][idx[sel]])
+        np.maximum.at(hi, owner[sel], transfers["end_ps"][idx[sel]])
         has = hi >= lo
         span = np.where(has, hi - lo + period_ps, np.nan)
         return lo, hi, has, span
 
-    dlo, _, dhas, p["descriptor_fetch_ps"] = span_of(DESCRIPTOR)
-    _, shi, shas, p["status_writeback_ps"] = span_of(STATUS)
+    dlo, _, dhas, p["descriptor_fetch_ps"] = span_of(desc, d_owner)
+    _, shi, shas, p["status_writeback_ps"] = span_of(status, s_owner)
     first = np.where(dhas, np.minimum(dlo, ds), ds)
     last = np.where(shas, np.maximum(shi, de), de)
     p["first_dma_ps"] = first
     p["last_dma_end_ps"] = last
 
-    # Setup groups: the last CSR group between the previous packet's last DMA and this first DMA.
-    p["setup_group"] = -1
-    p["interrupt_group"] = -1
-    p["csr_setup_ps"] = np.nan
-    p["csr_accesses"] = np.nan
-    p["csr_to_dma_ps"] = np.nan
-    p["interrupt_delay_ps"] = np.nan
-    if groups.size:
+    for f in ("setup_group", "interrupt_group"):
+        p[f] = -1
+    for f in ("csr_setup_ps", "csr_group_ps", "csr_accesses", "csr_to_dma_ps", "interrupt_delay_ps"):
+        p[f] = np.nan
+    prev_data_end = np.r_[np.iinfo(np.int64).min, de[:-1]]
+
+    def setup_groups(groups):
+        # Setup group: the last CSR group between the previous packet's data and this first DMA.
         g = np.searchsorted(groups["end_ps"], first, side="left") - 1
-        prev_last = np.r_[np.iinfo(np.int64).min, last[:-1]]
         ok = (g >= 0) & (p["direction"] != WRITE)
-        ok &= groups["start_ps"][np.maximum(g, 0)] > prev_last
-        p["setup_group"][ok] = g[ok]
-        groups["setup"][g[ok]] = True
-        p["csr_setup_ps"][ok] = groups["span_ps"][g[ok]]
-        p["csr_accesses"][ok] = groups["accesses"][g[ok]]
-        p["csr_to_dma_ps"][ok] = first[ok] - (groups["end_ps"][g[ok]] + period_ps)
+        ok &= groups["start_ps"][np.maximum(g, 0)] > prev_data_end
+        return g, ok
+
+    if groups.size:
+        g, ok = setup_groups(groups)
+        if have_ad and records is not None:
+            split = split_setup_routines(groups, records, classes, g, ok & (p["direction"] == READ), first,
+                                         p["direction"] != WRITE, search_groups=plain_groups)
+            if split is not None:
+                groups, g = split
+                ok = (g >= 0) & (p["direction"] != WRITE)
+        gi = g[ok]
+        p["setup_group"][ok] = gi
+        groups["setup"][gi] = True
+        p["csr_setup_ps"][ok] = first[ok] - groups["start_ps"][gi]
+        p["csr_group_ps"][ok] = groups["span_ps"][gi]
+        p["csr_accesses"][ok] = groups["accesses"][gi]
+        p["csr_to_dma_ps"][ok] = first[ok] - (groups["end_ps"][gi] + period_ps)
 
         inter = np.flatnonzero(~groups["setup"])
         if inter.size:
             istart = groups["start_ps"][inter]
-            end_busy = last + period_ps
-            k = np.searchsorted(istart, end_busy, side="left")
+            k = np.searchsorted(istart, last, side="right")
             has = k < inter.size
             p["interrupt_group"][has] = inter[k[has]]
-            p["interrupt_delay_ps"][has] = istart[k[has]] - end_busy[has]
+            p["interrupt_delay_ps"][has] = istart[k[has]] - last[has]
             groups["packets"][inter] = np.bincount(k[has], minlength=inter.size)[: inter.size]
 
-    anchor = np.where(p["setup_group"] >= 0, groups["start_ps"][np.maximum(p["setup_group"], 0)]
-                      if groups.size else first, first)
+    anchor = first.copy()
+    has_setup = p["setup_group"] >= 0
+    if groups.size:
+        anchor[has_setup] = groups["start_ps"][p["setup_group"][has_setup]]
     p["anchor_ps"] = anchor
-    p["period_ps"] = np.nan
-    p["busy_ps"] = np.nan
-    p["occupancy"] = np.nan
+    for f in ("period_ps", "busy_ps", "occupancy"):
+        p[f] = np.nan
     if P > 1:
         period = np.diff(anchor).astype(np.float64)
         p["period_ps"][:-1] = period
@@ -252,7 +461,7 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
         p["busy_ps"][:-1] = busy_ps
         with np.errstate(divide="ignore", invalid="ignore"):
             p["occupancy"][:-1] = np.where(period > 0, busy_ps / period, np.nan)
-    return p
+    return p, groups
 
 
 def pauses(packets_: np.ndarray, factor: float) -> np.ndarray:

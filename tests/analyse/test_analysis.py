@@ -31,14 +31,15 @@ def test_per_packet_figures(variant):
     assert len(p) == PACKETS
     np.testing.assert_array_equal(p["data_bytes"], 1400)
     np.testing.assert_array_equal(p["data_bursts"], 2)
-    np.testing.assert_array_equal(p["csr_setup_ps"], 24 * T_PS)
+    np.testing.assert_array_equal(p["csr_setup_ps"], 30 * T_PS)      # group start to descriptor fetch
+    np.testing.assert_array_equal(p["csr_group_ps"], 24 * T_PS)      # first access to end of last
     np.testing.assert_array_equal(p["csr_accesses"], 3)
     np.testing.assert_array_equal(p["csr_to_dma_ps"], 6 * T_PS)
     np.testing.assert_array_equal(p["descriptor_fetch_ps"], 5 * T_PS)
     np.testing.assert_array_equal(p["data_dma_ps"], 186 * T_PS)
     np.testing.assert_array_equal(p["status_writeback_ps"], 4 * T_PS)
     i = np.arange(PACKETS)
-    expect_delay = ((4 * (i // 4) + 3 - i) * SPACING + 96) * T_PS
+    expect_delay = ((4 * (i // 4) + 3 - i) * SPACING + 97) * T_PS
     np.testing.assert_array_equal(p["interrupt_delay_ps"], expect_delay)
     np.testing.assert_array_equal(a.packets_per_interrupt, [4, 4, 4])
     np.testing.assert_array_equal(p["period_ps"][:-1], SPACING * T_PS)
@@ -74,7 +75,8 @@ def test_distributions(variant):
     _, a = variant
     d = a.distributions
     assert d["csr_setup_us"].count == PACKETS
-    assert d["csr_setup_us"].median == pytest.approx(0.48)
+    assert d["csr_setup_us"].median == pytest.approx(0.6)
+    assert d["csr_group_us"].median == pytest.approx(0.48)
     assert d["data_dma_us"].max == pytest.approx(3.72)
     assert d["packet_period_us"].count == PACKETS - 1
     assert d["packets_per_interrupt"].min == 4 == d["packets_per_interrupt"].max
@@ -121,7 +123,8 @@ def test_csr_gap_option_merges_interrupt_and_setup():
     recs = send_stream()
     # With a 10 us gap each interrupt group merges with the next packet's setup group (2.7 us
     # apart, no DMA between), which then counts as setup; only the last interrupt group stays.
-    a = analyse_bus(recs, facts(TOTAL), [BAR], AnalysisOptions(csr_gap_us=10.0))
+    a = analyse_bus(recs, facts(TOTAL), [BAR], AnalysisOptions(csr_gap_us=10.0, csr_split_factor=0),
+                    have_ad=False)
     assert len(a.groups) == PACKETS + 1
     assert a.groups["accesses"].tolist() == [3, 3, 3, 3, 5, 3, 3, 3, 5, 3, 3, 3, 2]
     np.testing.assert_array_equal(a.packets_per_interrupt, [PACKETS])

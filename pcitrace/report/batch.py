@@ -1,0 +1,170 @@
+"""Batches of captures: find them, analyse each one in isolation, gather the results.
+
+One capture = one task (``report_one``), a plain top-level function of plain arguments that
+returns plain data, so the same task runs in-process, in a local process pool or on a Dask
+cluster. A capture that fails becomes an error entry; it never stops the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from pcitrace.analyse import AnalysisOptions, analyse
+from pcitrace.errors import PcitraceError
+from pcitrace.report.summary import bus_figures, bus_series
+
+CAPTURE_SUFFIXES = (".sr", ".vcd", ".vcd.gz")
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    capture: str
+    profile: str | None   # explicit profile; None = NAME.profile.toml beside it, else auto-detect
+
+
+def _is_capture(p: Path) -> bool:
+    name = p.name.lower()
+    return p.is_file() and name.endswith(CAPTURE_SUFFIXES)
+
+
+def find_captures(paths: Sequence[str | os.PathLike], profile: str | None = None) -> list[Task]:
+    """Captures named directly, and every .sr / .vcd / .vcd.gz inside named directories (recursively)."""
+    tasks: list[Task] = []
+    seen = set()
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*") if _is_capture(q))
+            if not found:
+                raise PcitraceError("no captures (.sr, .vcd, .vcd.gz) in this directory", path=p,
+                                    fix="point pcitrace report at capture files or a directory holding them")
+        elif p.exists():
+            found = [p]
+        else:
+            raise PcitraceError("no such file or directory", path=p, fix="check the path")
+        for q in found:
+            key = os.path.abspath(q)
+            if key not in seen:
+                seen.add(key)
+                tasks.append(Task(str(q), profile))
+    return tasks
+
+
+def report_one(capture: str, profile: str | None, options: AnalysisOptions, with_series: bool = True) -> dict:
+    """Decode and analyse one capture; any failure becomes {"capture", "error"} instead of raising."""
+    from pcitrace.decode import decode_capture
+
+    t0 = time.perf_counter()
+    try:
+        result = decode_capture(capture, profile)
+        analysis = analyse(result, options)
+        prof = result.profile
+        out = {
+            "capture": capture,
+            "profile": getattr(prof, "path", None) or getattr(prof, "source", None),
+            "findings": int(len(result.findings)),
+            "finding_kinds": _kinds(result.findings),
+            "buses": [bus_figures(b) for b in analysis.buses.values()],
+        }
+        if with_series:
+            out["series"] = {name: bus_series(b) for name, b in analysis.buses.items()}
+    except PcitraceError as exc:
+        out = {"capture": capture, "error": str(exc)}
+    except MemoryError:
+        out = {"capture": capture, "error": "out of memory while analysing this capture"}
+    except Exception as exc:  # noqa: BLE001 - one broken file must not stop a batch
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        out = {"capture": capture,
+               "error": f"{type(exc).__name__}: {exc} (in {Path(last.filename).name}:{last.lineno}; "
+                        "please report this with the file)"}
+    out["seconds"] = round(time.perf_counter() - t0, 4)
+    return out
+
+
+def _kinds(findings) -> dict:
+    if findings is None or len(findings) == 0:
+        return {}
+    import numpy as np
+    k, c = np.unique(findings["kind"], return_counts=True)
+    return {str(a): int(b) for a, b in zip(k, c)}
+
+
+def _pool_context():
+    import multiprocessing as mp
+    methods = mp.get_all_start_methods()
+    # forkserver: workers fork from a clean server process, not from this one (which may run
+    # a progress thread); spawn where that does not exist.
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def run_batch(tasks: Sequence[Task], options: AnalysisOptions, *, jobs: int = 1, dask_address: str | None = None,
+              with_series: bool = True, on_done: Callable[[dict], None] | None = None) -> list[dict]:
+    """Results in the order of ``tasks``; ``on_done(result)`` is called as each one finishes."""
+    results: list[dict | None] = [None] * len(tasks)
+
+    def done(i: int, r: dict):
+        results[i] = r
+        if on_done:
+            on_done(r)
+
+    if dask_address:
+        for i, r in _run_dask(tasks, options, dask_address, with_series):
+            done(i, r)
+    elif jobs <= 1 or len(tasks) <= 1:
+        for i, t in enumerate(tasks):
+            done(i, report_one(t.capture, t.profile, options, with_series))
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context()) as pool:
+            futs = {pool.submit(report_one, t.capture, t.profile, options, with_series): i
+                    for i, t in enumerate(tasks)}
+            for fut in as_completed(futs):
+                i = futs[fut]
+                try:
+                    r = fut.result()
+                except Exception as exc:  # noqa: BLE001 - a worker died (e.g. killed): report, go on
+                    r = {"capture": tasks[i].capture, "error": f"worker failed: {type(exc).__name__}: {exc}"}
+                done(i, r)
+    return [r for r in results if r is not None]
+
+
+def _run_dask(tasks, options, address: str, with_series: bool) -> Iterable[tuple[int, dict]]:
+    try:
+        from dask.distributed import Client, as_completed
+    except ModuleNotFoundError as exc:
+        raise PcitraceError(f"--dask needs the Python package {exc.name!r}",
+                            fix="pip install 'pcitrace[dist]'") from None
+    try:
+        client = Client(address, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise PcitraceError(f"cannot reach the Dask scheduler at {address}: {exc}",
+                            fix="start it (dask scheduler) or check the address, e.g. tcp://host:8786") from None
+    try:
+        # Workers may run elsewhere on a shared file system: hand them absolute paths.
+        futs = client.map(report_one, [os.path.abspath(t.capture) for t in tasks],
+                          [os.path.abspath(t.profile) if t.profile else None for t in tasks],
+                          [options] * len(tasks), [with_series] * len(tasks), pure=False)
+        index = {f.key: i for i, f in enumerate(futs)}
+        for fut in as_completed(futs):
+            i = index[fut.key]
+            try:
+                r = fut.result()
+            except Exception as exc:  # noqa: BLE001
+                r = {"capture": tasks[i].capture, "error": f"dask worker failed: {type(exc).__name__}: {exc}"}
+            r["capture"] = tasks[i].capture
+            yield i, r
+    finally:
+        client.close()
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False

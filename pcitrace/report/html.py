@@ -1,0 +1,196 @@
+"""A self-contained HTML report: overview table, then per capture and bus the key figures beside
+their physical limits and three plots (occupancy over time, DMA burst sizes, per-packet breakdown),
+embedded as PNG so the file can be mailed or archived on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+from pcitrace.report.summary import BREAKDOWN
+from pcitrace.report.writers import document
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#1d2430;background:#fff}
+h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.25em;border-bottom:2px solid #d7dde6;padding-bottom:4px;margin-top:1.8em}
+h3{font-size:1.05em;margin:1.2em 0 .4em}
+.meta{color:#5b6675;font-size:.92em}
+table{border-collapse:collapse;font-size:.9em;margin:.4em 0 1em}
+th,td{border:1px solid #d7dde6;padding:4px 8px;text-align:right;white-space:nowrap}
+th{background:#eef2f7;text-align:center}td.l{text-align:left}
+tr:nth-child(even) td{background:#f8fafc}
+.err{color:#a4161a}.plots{display:flex;flex-wrap:wrap;gap:10px}
+.plots img{border:1px solid #e3e7ee;max-width:100%}
+.kv{display:inline-block;margin:0 18px 6px 0}.kv b{font-size:1.3em;color:#0b3d91}
+"""
+
+
+def _e(s) -> str:
+    return html.escape(str(s))
+
+
+def _f(v, digits=3) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _pct(v) -> str:
+    return "–" if v is None else f"{100 * v:.1f} %"
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _plots(bus: dict, series: dict) -> str:
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    imgs = []
+    # Occupancy over time.
+    fig, ax = plt.subplots(figsize=(4.6, 2.7))
+    t, occ = series["rolling_t_us"], series["rolling_occupancy"]
+    if t:
+        ax.plot(t, [100 * (o or 0) for o in occ], lw=1.2, color="#0b3d91", label="rolling")
+    if bus["occupancy"] is not None:
+        ax.axhline(100 * bus["occupancy"], color="#c1121f", ls="--", lw=1, label=f"whole {_pct(bus['occupancy'])}")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("time (µs)")
+    ax.set_ylabel("occupancy (%)")
+    ax.set_title(f"Bus occupancy, {_f(bus['occupancy_window_us'], 1)} µs window", fontsize=10)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(alpha=.3)
+    imgs.append(_png(fig))
+
+    # DMA burst sizes.
+    fig, ax = plt.subplots(figsize=(4.6, 2.7))
+    bb = series["burst_bytes"]
+    if bb:
+        ax.hist(bb, bins=min(40, max(5, len(set(bb)))), color="#2a9d8f", edgecolor="white")
+    else:
+        ax.text(0.5, 0.5, "no NIC DMA", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("bytes per DMA burst")
+    ax.set_ylabel("bursts")
+    ax.set_title(f"DMA burst lengths ({bus['dma_bursts']} bursts)", fontsize=10)
+    ax.grid(alpha=.3)
+    imgs.append(_png(fig))
+
+    # Per-packet breakdown: stacked bars for the first packets.
+    fig, ax = plt.subplots(figsize=(4.6, 2.7))
+    n = min(len(series["packet_t_us"]), 60)
+    if n:
+        bottom = [0.0] * n
+        colors = ["#e76f51", "#f4a261", "#2a9d8f", "#264653"]
+        for (label, _), c in zip(BREAKDOWN.items(), colors):
+            vals = [v or 0.0 for v in series["breakdown_us"][label][:n]]
+            ax.bar(range(n), vals, bottom=bottom, color=c, label=label, width=0.85)
+            bottom = [a + b for a, b in zip(bottom, vals)]
+        ax.legend(fontsize=7, loc="upper right", ncol=2)
+        ax.set_ylim(0, max(bottom) * 1.45 if max(bottom) > 0 else 1)
+    else:
+        ax.text(0.5, 0.5, "no packets found", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("packet")
+    ax.set_ylabel("µs")
+    ax.set_title("Per-packet bus time (first 60 packets)", fontsize=10)
+    ax.grid(alpha=.3, axis="y")
+    imgs.append(_png(fig))
+    return '<div class="plots">' + "".join(imgs) + "</div>"
+
+
+_FIGURES = [
+    ("CSR setup", "csr_setup_us", "µs", None),
+    ("CSR accesses per setup", "csr_accesses", "", None),
+    ("descriptor fetch", "descriptor_fetch_us", "µs", None),
+    ("data DMA", "data_dma_us", "µs", "data_dma_ideal_us"),
+    ("status write-back", "status_writeback_us", "µs", None),
+    ("interrupt / CSR update delay", "interrupt_delay_us", "µs", None),
+    ("packets per interrupt", "packets_per_interrupt", "", None),
+    ("packet period", "packet_period_us", "µs", None),
+    ("occupancy per packet period", "packet_occupancy", "", None),
+    ("DMA burst", "dma_burst_bytes", "bytes", None),
+    ("DMA burst", "dma_burst_us", "µs", None),
+    ("DMA burst efficiency", "dma_burst_efficiency", "", None),
+    ("frame on the wire (GbE)", None, "µs", "wire_us"),
+]
+
+
+def _figures_table(b: dict) -> str:
+    rows = ["<tr><th>figure</th><th>unit</th><th>count</th><th>min</th><th>median</th><th>p90</th>"
+            "<th>p99</th><th>max</th><th>physical limit (median)</th></tr>"]
+    for label, key, unit, limit in _FIGURES:
+        d = b.get(key) if key else b["limits"][limit]
+        lim = b["limits"][limit]["median"] if (limit and key) else None
+        cells = [d["count"], _f(d["min"]), _f(d["median"]), _f(d["p90"]), _f(d["p99"]), _f(d["max"])]
+        rows.append(f'<tr><td class="l">{_e(label)}</td><td class="l">{_e(unit)}</td>'
+                    + "".join(f"<td>{_e(c)}</td>" for c in cells) + f"<td>{_e(_f(lim))}</td></tr>")
+    return "<table>" + "".join(rows) + "</table>"
+
+
+def _bus_section(r: dict, b: dict) -> str:
+    ob, oi = b["occupancy_by"], b["occupancy_by_initiator"]
+    lim = b["limits"]
+    head = (
+        f'<div class="kv">occupancy <b>{_pct(b["occupancy"])}</b></div>'
+        f'<div class="kv">peak ({_f(b["occupancy_window_us"], 1)} µs) <b>{_pct(b["occupancy_peak"])}</b></div>'
+        f'<div class="kv">packets <b>{b["packets"]}</b></div>'
+        f'<div class="kv">frame data <b>{_f(b["throughput_mbit_s"], 1)}</b> Mbit/s'
+        f' (bus limit {_f(lim["bus_mbit_s"], 0)})</div>'
+        f'<div class="kv">efficiency <b>{_f(b["efficiency"], 3)}</b></div>'
+    )
+    split = (f'<p class="meta">{b["width"]}-bit, {_f(b["clock_mhz"], 2)} MHz ({b["mode"]}), '
+             f'{_f(b["bus_us_per_byte"] if "bus_us_per_byte" in b else lim["bus_us_per_byte"], 5)} µs/byte on the bus, '
+             f'{lim["gbe_us_per_byte"]} µs/byte on GbE. Busy clocks: data {_pct(ob["data"])}, wait {_pct(ob["wait"])}, '
+             f'address/termination {_pct(ob["address"])}, retry {_pct(ob["retry"])}; by initiator: NIC '
+             f'{_pct(oi["nic"])}, host (CSR) {_pct(oi["host"])}, other {_pct(oi["other"])}. '
+             f'Classification rule: <code>{_e(b["classification_rule"])}</code>. '
+             f'Pauses: {b["pauses"]["count"]}.</p>')
+    series = (r.get("series") or {}).get(b["name"])
+    plots = _plots(b, series) if series else ""
+    return f'<h3>bus {_e(b["name"])}</h3>{head}{split}{plots}{_figures_table(b)}'
+
+
+def to_html(results: list[dict], options: dict | None = None, title: str = "pcitrace report") -> str:
+    doc = document(results, options)
+    ok = [r for r in results if "error" not in r]
+    bad = [r for r in results if "error" in r]
+    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
+             f'<p class="meta">{len(ok)} captures analysed, {len(bad)} failed · generated {doc["generated"]} · '
+             f'schema {doc["schema"]}</p>']
+    # Overview.
+    ov = ["<tr><th>capture</th><th>bus</th><th>width / clock</th><th>occupancy</th><th>packets</th>"
+          "<th>CSR setup µs</th><th>data DMA µs</th><th>interrupt delay µs</th><th>pkts/irq</th>"
+          "<th>Mbit/s</th></tr>"]
+    for r in ok:
+        for b in r.get("buses", []):
+            ov.append(f'<tr><td class="l">{_e(r["capture"])}</td><td class="l">{_e(b["name"])}</td>'
+                      f'<td>{b["width"]}-bit {_f(b["clock_mhz"], 1)} MHz</td><td>{_pct(b["occupancy"])}</td>'
+                      f'<td>{b["packets"]}</td><td>{_f(b["csr_setup_us"]["median"])}</td>'
+                      f'<td>{_f(b["data_dma_us"]["median"])}</td><td>{_f(b["interrupt_delay_us"]["median"], 2)}</td>'
+                      f'<td>{_f(b["packets_per_interrupt"]["median"], 1)}</td><td>{_f(b["throughput_mbit_s"], 1)}</td></tr>')
+    parts.append("<h2>Overview</h2><table>" + "".join(ov) + "</table>")
+    if bad:
+        parts.append('<h2 class="err">Captures that could not be analysed</h2><ul>'
+                     + "".join(f'<li><code>{_e(r["capture"])}</code>: <span class="err">{_e(r["error"])}</span></li>'
+                               for r in bad) + "</ul>")
+    for r in ok:
+        parts.append(f'<h2>{_e(r["capture"])}</h2><p class="meta">profile: {_e(r.get("profile"))} · '
+                     f'protocol findings: {r.get("findings", 0)}'
+                     + (" (" + ", ".join(f"{_e(k)} {v}" for k, v in r.get("finding_kinds", {}).items()) + ")"
+                        if r.get("finding_kinds") else "") + "</p>")
+        if not r.get("buses"):
+            parts.append('<p class="err">no PCI bus in this capture</p>')
+        for b in r.get("buses", []):
+            parts.append(_bus_section(r, b))
+    parts.append("</body></html>\n")
+    return "".join(parts)

@@ -1,0 +1,102 @@
+"""Compare an analysed bus with a simulator truth file (NAME.truth.json, pcitrace.sim.output)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pcitrace.analyse.classify import READ, WRITE
+
+
+def expected_packets(truth: dict, bus: str) -> list[dict]:
+    """Per packet that moved data on ``bus``: what the analyser must find (times in ps)."""
+    out = []
+    for pk in truth["packets"]:
+        if pk["send_bus"] == bus and pk["tx_bytes"] > 0:
+            data = [r for r in pk["tx_dma"] if r["purpose"] in ("data_read", "split_completion") and r["bytes"]]
+            reqs = [r for r in pk["tx_dma"] if r["purpose"] == "data_read"]
+            status = [r for r in pk["tx_dma"] if r["purpose"] == "status_write"]
+            out.append({"seq": pk["seq"], "dir": READ,
+                        "data_start_ps": min(r["start_ps"] for r in reqs or data), "data_bytes": pk["tx_bytes"],
+                        "data_end_ps": max(r["end_ps"] for r in data),
+                        "csr_setup_ps": pk["csr_setup_ps"] if pk["csr_setup_ps"] >= 0 else None,
+                        "csr_group_end_ps": pk["csr_end_ps"], "csr_start_ps": pk["csr_start_ps"],
+                        "status_end_ps": status[-1]["end_ps"] if status else None,
+                        "interrupt_delay_ps": pk["tx_interrupt_delay_ps"] if pk["tx_interrupt_delay_ps"] >= 0 else None,
+                        "irq_start_ps": pk["tx_irq_csr_start_ps"]})
+        if pk["recv_bus"] == bus and pk["rx_bytes"] > 0 and not pk["lost"]:
+            data = [r for r in pk["rx_dma"] if r["purpose"] == "data_write"]
+            status = [r for r in pk["rx_dma"] if r["purpose"] == "status_write"]
+            out.append({"seq": pk["seq"], "dir": WRITE,
+                        "data_start_ps": data[0]["start_ps"], "data_bytes": pk["rx_bytes"],
+                        "data_end_ps": data[-1]["end_ps"], "csr_setup_ps": None,
+                        "status_end_ps": status[-1]["end_ps"] if status else None,
+                        "interrupt_delay_ps": pk["rx_interrupt_delay_ps"] if pk["rx_interrupt_delay_ps"] >= 0 else None,
+                        "irq_start_ps": pk["rx_irq_csr_start_ps"]})
+    out.sort(key=lambda e: e["data_start_ps"])
+    return out
+
+
+def compare(bus_analysis, truth: dict, bus: str, *, tol_ps: float, check_direction: bool = True) -> list[str]:
+    """Differences between the analysis of ``bus`` and the truth (empty = agrees).
+
+    Counts and bytes must be exact; times within ``tol_ps`` (one bus clock)."""
+    problems = []
+    occ = truth["occupancy"][bus]
+    s = bus_analysis.split
+    got = {"busy": s.busy_clocks, "data": s.data, "wait": s.wait, "address": s.address, "retry": s.retry}
+    for k, v in got.items():
+        if v != occ[k]:
+            problems.append(f"occupancy {k}: {v} != truth {occ[k]}")
+    if s.total_clocks != occ["clocks"]:
+        problems.append(f"clocks: {s.total_clocks} != truth {occ['clocks']}")
+    for k, v in s.by_initiator.items():
+        if v != occ["by_initiator"].get(k, 0):
+            problems.append(f"by_initiator {k}: {v} != truth {occ['by_initiator'].get(k, 0)}")
+
+    exp = expected_packets(truth, bus)
+    p = bus_analysis.packets
+    if len(p) != len(exp):
+        problems.append(f"{len(p)} packets != truth {len(exp)}")
+        return problems
+    # Truth may end before the capture records a packet's interrupt; ignore those the capture cut.
+    def close(a, b):
+        return b is None or (np.isfinite(a) and abs(a - b) <= tol_ps)
+    for i, e in enumerate(exp):
+        row = p[i]
+        where = f"packet {i} (seq {e['seq']}, data at {e['data_start_ps']} ps)"
+        if check_direction and row["direction"] != e["dir"]:
+            problems.append(f"{where}: direction {row['direction']} != {e['dir']}")
+        if int(row["data_bytes"]) != e["data_bytes"]:
+            problems.append(f"{where}: data bytes {int(row['data_bytes'])} != {e['data_bytes']}")
+        if abs(int(row["data_start_ps"]) - e["data_start_ps"]) > tol_ps:
+            problems.append(f"{where}: data start {int(row['data_start_ps'])} != {e['data_start_ps']}")
+        if e["csr_setup_ps"] is not None and not close(row["csr_setup_ps"], e["csr_setup_ps"]):
+            problems.append(f"{where}: csr setup {row['csr_setup_ps']} != {e['csr_setup_ps']}")
+        if e["csr_setup_ps"] is not None:
+            span = e["csr_group_end_ps"] - e["csr_start_ps"] + truth["buses"][bus]["period_ps"]
+            if not close(row["csr_group_ps"], span):
+                problems.append(f"{where}: csr group {row['csr_group_ps']} != {span}")
+        if e["status_end_ps"] is not None and not close(row["last_dma_end_ps"], e["status_end_ps"]):
+            problems.append(f"{where}: last DMA end {row['last_dma_end_ps']} != status end {e['status_end_ps']}")
+        if e["interrupt_delay_ps"] is not None and not close(row["interrupt_delay_ps"], e["interrupt_delay_ps"]):
+            problems.append(f"{where}: interrupt delay {row['interrupt_delay_ps']} != {e['interrupt_delay_ps']}")
+        if len(problems) > 30:
+            break
+    # Packets per interrupt: the packets that share one interrupt service routine in the truth
+    # must share one interrupt group here, and no others.
+    known = [(i, e["irq_start_ps"]) for i, e in enumerate(exp)
+             if e["irq_start_ps"] is not None and e["irq_start_ps"] >= 0]
+    if known:
+        mine = {i: int(p["interrupt_group"][i]) for i, _ in known}
+        pairs_truth = {}
+        for i, start in known:
+            pairs_truth.setdefault(start, set()).add(mine[i])
+        by_group = {}
+        for i, start in known:
+            by_group.setdefault(mine[i], set()).add(start)
+        split = [s for s, gs in pairs_truth.items() if len(gs) != 1 or -1 in gs]
+        merged = [g for g, ss in by_group.items() if len(ss) != 1]
+        if split or merged:
+            problems.append(f"interrupt grouping differs: truth interrupts {split[:5]} split/missed, "
+                            f"groups {merged[:5]} merge several")
+    return problems
