@@ -352,26 +352,42 @@ class SumpClient:
         return buf, len(buf) >= total, interrupted, error
 
 
-def decode_samples(raw: bytes | bytearray, plan: CapturePlan) -> np.ndarray:
-    """Raw stream bytes -> uint32 probe words in time order (oldest first)."""
+def decode_samples(raw: bytes | bytearray, plan: CapturePlan) -> tuple[np.ndarray, int | None]:
+    """Raw stream bytes -> (uint32 probe words in time order, trigger sample index or None).
+
+    A cut transfer keeps the newest part of the window (devices send the last sample
+    first), so the trigger moves back by what was lost, or is gone.
+    """
     groups = plan.flags.groups
-    words = sump.words_from_bytes(raw, groups)
-    if plan.flags.rle:
-        words = sump.rle_decode_stream(words, groups)
-    return words[::-1].copy()
+    stream = sump.words_from_bytes(raw, groups)
+    lost = 4 * plan.read_quads - len(stream)       # samples, or RLE entries, never received
+    k = None if plan.trigger_index is None else plan.trigger_index - lost
+    if not plan.flags.rle:
+        return stream[::-1].copy(), (k if k is not None and 0 <= k < len(stream) else None)
+    words = sump.rle_decode_stream(stream, groups)[::-1].copy()
+    trig = None
+    if k is not None and 0 <= k < len(stream):
+        # The trigger is the k-th memory entry (oldest first); it starts the run of the value
+        # it holds. Samples before it: one per value entry plus every count, except counts
+        # at the very start that lost their value to the cut.
+        entries = stream[::-1]
+        flag = np.uint32(1 << sump.rle_flag_bit(groups))
+        is_count = (entries & flag) != 0
+        if not is_count[k]:
+            contrib = np.where(is_count, sump.rle_count_of(entries, groups, sump.rle_flag_bit(groups)), 1)
+            first_value = int(np.argmax(~is_count))
+            contrib[:first_value] = 0
+            trig = int(contrib[:k].astype(np.int64).sum())
+    return words, trig
 
 
-def to_capture(words: np.ndarray, plan: CapturePlan, *, complete: bool, port: str | None = None) -> Capture:
+def to_capture(words: np.ndarray, plan: CapturePlan, *, complete: bool, port: str | None = None,
+               trigger_sample: int | None = None) -> Capture:
     """Probe words (time order) -> a Capture (timing, or state with an external clock) with one
     uint8 array per requested channel."""
     arrays = {name: ((words >> np.uint32(idx)) & 1).astype(np.uint8)
               for idx, name in plan.request.channels.items()}
-    trig = None
-    if plan.trigger_index is not None and not plan.flags.rle:
-        # A cut transfer keeps the newest samples, so the window lost its oldest part.
-        trig = plan.trigger_index - (plan.samples - len(words))
-        if trig < 0:
-            trig = None
+    trig = trigger_sample
     meta = {
         "source": "sump",
         "device": plan.info.name,
@@ -405,6 +421,6 @@ def acquire(port: str, req: CaptureRequest, *, baudrate: int = DEFAULT_BAUD, tim
             on_plan(plan)
         raw, complete, interrupted, error = client.run(plan, wait_s=wait_s, idle_timeout_s=max(timeout_s, 0.5),
                                                        progress=progress)
-    words = decode_samples(raw, plan)
-    capture = to_capture(words, plan, complete=complete, port=port) if len(words) else None
+    words, trig = decode_samples(raw, plan)
+    capture = to_capture(words, plan, complete=complete, port=port, trigger_sample=trig) if len(words) else None
     return Acquisition(capture, plan, complete, interrupted, error, len(raw))

@@ -374,7 +374,7 @@ def rle_decode_stream(words: np.ndarray, groups) -> np.ndarray:
     flag_bit = rle_flag_bit(groups)
     flag = np.uint32(1 << flag_bit)
     is_count = (words & flag) != 0
-    counts = np.where(is_count, _pack_low(words, groups, flag_bit), 0).astype(np.int64)
+    counts = np.where(is_count, rle_count_of(words, groups, flag_bit), 0).astype(np.int64)
     value_pos = np.flatnonzero(~is_count)
     if len(value_pos) == 0:
         return np.zeros(0, np.uint32)
@@ -388,7 +388,7 @@ def rle_decode_stream(words: np.ndarray, groups) -> np.ndarray:
     return np.repeat(words[value_pos], reps)
 
 
-def _pack_low(words: np.ndarray, groups, flag_bit: int) -> np.ndarray:
+def rle_count_of(words: np.ndarray, groups, flag_bit: int) -> np.ndarray:
     """The count carried by a count word: its enabled-group bytes packed contiguously,
     flag removed (a count spans the bytes actually sent, whatever their channel positions)."""
     out = np.zeros(len(words), dtype=np.uint64)

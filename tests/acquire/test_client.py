@@ -295,3 +295,20 @@ def test_a_port_where_nothing_answers_is_not_a_sump_device():
     finally:
         os.close(slave)
         os.close(master)
+
+
+def test_rle_capture_with_trigger_finds_the_trigger_sample(emulator):
+    cap, arrays = random_capture(n=60_000, lines=6, rate=10e6, seed=11, p_change=0.01)
+    emu = emulator(cap, memory=4096)
+    w = probe_words(arrays, [f"L{i}" for i in range(6)])
+    mask, value = 0b111, 0b101
+    first = int(np.flatnonzero((w & mask) == value)[0])
+    stage = sump.TriggerStage(mask=mask, value=value)
+    acq = acquire(emu.port, CaptureRequest(rate_hz=10e6, samples=1000, channels=names(6), stages=[stage],
+                                           pretrigger=0.4, rle=True))
+    trig = acq.capture.metadata["trigger_sample"]
+    got = probe_words(acq.capture.read(), [f"L{i}" for i in range(6)])
+    n = len(got)
+    assert trig is not None and trig >= 400                # 400 entries before it: at least 400 samples
+    assert (got[trig] & mask) == value and (got[trig - 1] & mask) != value
+    assert np.array_equal(got, held(w, first - trig, first - trig + n))
