@@ -71,7 +71,8 @@ class Txn:
     byte_count: int = -1
     packet: int = -1            # frame sequence number this moves, -1 none
     pc: str = "a"
-    data: bytes = b""
+    data: bytes = b""           # the buffer this transaction moves a part of ...
+    data_off: int = 0           # ... starting at this offset (no copy per burst)
     req_clock: int = -1
     start: int = -1             # clock of the address phase
     clocks: int = 0             # address phase .. last clock with FRAME# or IRDY#
@@ -364,7 +365,7 @@ class Model:
             t = self._txn(pc, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
                           termination=term, devsel=1, initial_waits=waits,
                           wait_every=host.read_waits_every, read=True, packet=seq,
-                          data=payload[pos:pos + take], width=cfg.width if take > 4 else 32)
+                          data=payload, data_off=pos, width=cfg.width if take > 4 else 32)
             t = yield ("txn", pc.bus, t)
             log.append(t)
             pos += take
@@ -419,7 +420,7 @@ class Model:
                           command="split_completion",
                           address=(tag << 24) | (requester << 8) | ((addr + pos) & 0x7F), nbytes=take, termination=term, devsel=1,
                           packet=seq, tag=tag, requester=requester, byte_count=n - pos,
-                          data=chunk[pos:pos + take])
+                          data=chunk, data_off=pos)
             t = yield ("txn", pc.bus, t)
             log.append(t)
             pos += take
@@ -452,7 +453,7 @@ class Model:
                 take = min(take, seq_left)
             t = self._txn(pc, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
                           termination=term, devsel=1, initial_waits=host.write_initial_waits, packet=seq,
-                          data=payload[pos:pos + take], width=cfg.width if take > 4 else 32,
+                          data=payload, data_off=pos, width=cfg.width if take > 4 else 32,
                           tag=(pc.tag if pcix else -1), requester=((1 << 8) | (2 << 3)) if pcix else -1,
                           byte_count=min(n - pos, 4096 - (pos % 4096)) if pcix else -1)
             if pcix:

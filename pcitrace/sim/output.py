@@ -29,7 +29,7 @@ import numpy as np
 from pcitrace.capture import Capture, TimeBase, write_capture
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.profile import BusProfile, NicIdentity, Profile, save_profile
-from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, record_to_dict
+from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE
 from pcitrace.errors import PcitraceError
 from pcitrace.sim.bus import render
 from pcitrace.sim.model import ModelResult, run_model
@@ -253,11 +253,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     records = records[order]
     ann = [ann[i] for i in order]
     rec_index = {id(all_txns[j]): i for i, j in enumerate(order)}
-    rec_dicts = []
-    for r, a in zip(records, ann):
-        d = record_to_dict(r)
-        d.update(a)
-        rec_dicts.append(d)
+    rec_dicts = records_to_dicts(records, ann)
     findings = np.concatenate(find_parts) if find_parts else np.zeros(0, FINDING_DTYPE)
     findings = np.sort(findings, order="time_ps")
 
@@ -290,6 +286,17 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     cap = Capture.from_arrays(arrays, tb, widths=widths, metadata=meta)
     prof = Profile(profile_buses, source="memory")
     return SimResult(cap, prof, truth, sc)
+
+
+def records_to_dicts(records: np.ndarray, ann: list[dict] | None = None) -> list[dict]:
+    """record_to_dict for a whole array, column-wise (python ints / bools / strs)."""
+    names = list(FIELD_NAMES)
+    cols = [records[n].tolist() for n in names]
+    if ann:
+        extra = list(ann[0])
+        names += extra
+        cols += [[a[k] for a in ann] for k in extra]
+    return [dict(zip(names, row)) for row in zip(*cols)]
 
 
 def _inject_signals(sc, sig, txns, starts, ends, rng, share) -> list[tuple[str, int, str]]:

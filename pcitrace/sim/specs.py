@@ -18,8 +18,15 @@ MASTER_INDEX = {m: i for i, m in enumerate(MASTERS)}
 DEVSEL_NAMES = {1: "fast", 2: "medium", 3: "slow"}
 
 
+_CODES: dict[tuple[str, bool], int] = {}
+
+
 def _code(t: Txn) -> int:
-    return command_code(t.command, "pcix" if t.pcix else "pci")
+    key = (t.command, t.pcix)
+    code = _CODES.get(key)
+    if code is None:
+        code = _CODES[key] = command_code(t.command, "pcix" if t.pcix else "pci")
+    return code
 
 
 def _first_offset(t: Txn, code: int) -> tuple[int, int]:
@@ -59,13 +66,29 @@ def spec_clocks(t: Txn) -> int:
     return header + first + (p - 1) + waits + extra
 
 
-def _words(t: Txn) -> tuple[np.ndarray, np.ndarray]:
+def _words(t: Txn, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Data words and asserted-low byte enables of the completed phases."""
     wb = t.width // 8
     p = phases(t)
+    if cache is not None and t.data and t.address % wb == 0 and t.data_off % wb == 0:
+        # Bursts of one buffer share its word array (a view per burst, no copy).
+        key = (id(t.data), wb)
+        full = cache.get(key)
+        if full is None:
+            raw = bytes(t.data) + bytes(-len(t.data) % 8)
+            full = np.frombuffer(raw, "<u8") if wb == 8 else np.frombuffer(raw, "<u4").astype(np.uint64)
+            cache[key] = full
+        o = t.data_off // wb
+        words = full[o:o + p]
+        if len(words) == p:
+            be = np.zeros(p, np.uint8)
+            rem = t.nbytes % wb
+            if rem:
+                be[-1] = (~((1 << rem) - 1)) & ((1 << wb) - 1)
+            return words, be
     off = t.address % wb
     buf = bytearray(p * wb)
-    data = t.data[:t.nbytes] if t.data else bytes(t.nbytes)
+    data = t.data[t.data_off:t.data_off + t.nbytes] if t.data else bytes(t.nbytes)
     buf[off:off + len(data)] = data
     en = np.zeros(p * wb, bool)
     en[off:off + t.nbytes] = True
@@ -78,7 +101,7 @@ def _words(t: Txn) -> tuple[np.ndarray, np.ndarray]:
     return words, be.astype(np.uint8)
 
 
-def to_spec(t: Txn, prev_end: int) -> TxnSpec:
+def to_spec(t: Txn, prev_end: int, cache: dict | None = None) -> TxnSpec:
     code = _code(t)
     header, first = _first_offset(t, code)
     idle = t.start - prev_end - 1
@@ -98,7 +121,7 @@ def to_spec(t: Txn, prev_end: int) -> TxnSpec:
         if t.pcix and code in (0x2, 0x3, 0x6, 0xA, 0xB):
             kw["byte_enables"] = 0x0
         return TxnSpec(**kw)
-    words, be = _words(t)
+    words, be = _words(t, cache)
     kw["data"] = words
     kw["byte_enables"] = be
     tw = {0: first - 1}
@@ -114,7 +137,8 @@ def to_spec(t: Txn, prev_end: int) -> TxnSpec:
 def to_specs(txns: list[Txn]) -> list[TxnSpec]:
     out = []
     prev_end = -1
+    cache: dict = {}
     for t in txns:
-        out.append(to_spec(t, prev_end))
+        out.append(to_spec(t, prev_end, cache))
         prev_end = t.start + t.clocks - 1
     return out

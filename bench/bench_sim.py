@@ -1,0 +1,79 @@
+"""Simulator throughput: generate a 10 M-clock capture and compare with the 5 M clocks/s target.
+
+    python bench/bench_sim.py [--clocks N] [--mode state|timing] [--write]
+
+The scenario is the bundled pro1000_66mhz sample (two 64-bit/66 MHz buses and the link probe)
+stretched to N clocks per bus. Prints the time of each stage (event model, bus rendering, capture
+assembly, optional .sr writing) so the slow one is visible, then clocks/s and the ratio to target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TARGET = 5e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clocks", type=float, default=10e6)
+    ap.add_argument("--mode", choices=("state", "timing"), default="state")
+    ap.add_argument("--write", action="store_true", help="also write the .sr file (capture layer)")
+    args = ap.parse_args()
+
+    import pcitrace.sim.bus as bus_mod
+    import pcitrace.sim.model as model_mod
+    import pcitrace.sim.output as out
+    from pcitrace.sim.scenario import load_scenario
+
+    sc = load_scenario(ROOT / "samples" / "pro1000_66mhz.scenario.toml")
+    sc.mode = args.mode
+    period = sc.buses[0].period_ps
+    sc.duration_us = args.clocks * period / 1e6
+
+    stages = {"model": 0.0, "render": 0.0}
+    real_run, real_render = out.run_model, out.render
+
+    def timed_run(*a, **k):
+        t = time.perf_counter()
+        r = real_run(*a, **k)
+        stages["model"] += time.perf_counter() - t
+        return r
+
+    def timed_render(*a, **k):
+        t = time.perf_counter()
+        r = real_render(*a, **k)
+        stages["render"] += time.perf_counter() - t
+        return r
+
+    out.run_model, out.render = timed_run, timed_render
+    t0 = time.perf_counter()
+    result = out.simulate(sc)
+    total = time.perf_counter() - t0
+    stages["capture + truth"] = total - stages["model"] - stages["render"]
+    clocks = int(result.truth["occupancy"][sc.buses[0].name]["clocks"])
+    if args.write:
+        with tempfile.TemporaryDirectory() as d:
+            t = time.perf_counter()
+            out.write_outputs(result, Path(d) / "bench.sr")
+            stages["write .sr"] = time.perf_counter() - t
+            total += stages["write .sr"]
+    del bus_mod, model_mod
+    print(f"{clocks:,} clocks per bus x {len(sc.buses)} buses, {len(result.truth['records']):,} transactions, "
+          f"{result.capture.num_samples:,} samples ({args.mode} mode)")
+    for k, v in stages.items():
+        print(f"  {k:16s} {v:7.2f} s")
+    rate = clocks / total
+    print(f"{rate / 1e6:.2f} M clocks/s; target {TARGET / 1e6:.0f} M clocks/s; ratio {rate / TARGET:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
