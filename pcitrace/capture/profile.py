@@ -563,6 +563,15 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
                             path=capture.path, where=f"profile {profile_name}",
                             fix=f"map {'clk' if bus.is_pci else 'rx_clk'} to the clock channel "
                                 "in the profile")
+    if tb.event_timed and hasattr(capture, "change_times"):
+        # VCD change lists: the clocked view samples them directly, then stream it.
+        from pcitrace.capture.clocked import clocked_view
+        state = clocked_view(capture, clk)
+        for bc in bus_clocks(state, dataclasses.replace(bus, signals={
+                k: v for k, v in bus.signals.items() if k != ("clk" if bus.is_pci else "rx_clk")}),
+                chunk_clocks, profile_name):
+            yield bc
+        return
     before = tb.event_timed  # VCD: values just before the edge
     read_chunk = max(chunk_clocks, 1 << 16)
     pend_t: list[np.ndarray] = []

@@ -1,0 +1,203 @@
+"""Clocked views and clock statistics.
+
+``clocked_view(capture, clock)`` samples every channel just before each rising edge of
+``clock`` and returns a state-mode capture whose per-sample timestamps are the edge times.
+A rising edge is a change of the clock from 0 to 1 (after the VCD x/z rule); the first
+sample of a capture is never an edge. "Just before" means the value held in the instant
+before the edge: for a VCD, the last change strictly earlier than the edge time; for a
+sampled (.sr) capture, the sample before the edge sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pcitrace.capture.model import Capture, TimeBase
+from pcitrace.errors import PcitraceError
+
+
+def _check_clock(capture: Capture, clock: str) -> None:
+    ch = capture.channel(clock)
+    if ch.width != 1:
+        raise PcitraceError(f"clock channel {clock!r} is a {ch.width}-bit vector", path=capture.path,
+                            fix="choose a 1-bit clock channel")
+    if capture.timebase.mode == "state":
+        raise PcitraceError(f"the capture is already in state mode (one sample per clock); "
+                            f"it has no clock edges to sample on {clock!r}", path=capture.path,
+                            fix="use the capture as it is, without --clock")
+
+
+def rising_edges_from_changes(times: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Times of 0 -> 1 changes in a change list (first entry = initial value, never an edge)."""
+    v = values.astype(np.int8)
+    rise = np.flatnonzero((v[1:] == 1) & (v[:-1] == 0)) + 1
+    return times[rise]
+
+
+def _value_before(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    pos = np.searchsorted(times, edges, side="left") - 1
+    np.maximum(pos, 0, out=pos)     # before the first change: the initial value
+    return values[pos]
+
+
+def clocked_view(capture: Capture, clock: str, *, chunk_samples: int = 1 << 20) -> Capture:
+    _check_clock(capture, clock)
+    metadata = dict(capture.metadata)
+    metadata["clocked_on"] = clock
+    widths = {c.name: c.width for c in capture.channels}
+    if hasattr(capture, "change_times"):
+        ct, cv = capture.change_times(clock)
+        edges = rising_edges_from_changes(ct, cv)
+        arrays = {}
+        for c in capture.channels:
+            t, v = capture.change_times(c.name)
+            arrays[c.name] = _value_before(t, v, edges)
+        times = edges
+    else:
+        names = capture.channel_names
+        parts = {n: [] for n in names}
+        tparts = []
+        prev_clk = None
+        prev_vals = None
+        for ch in capture.iter_chunks(names, chunk_samples=chunk_samples):
+            c = ch.data[clock]
+            if len(c) == 0:
+                continue
+            if prev_clk is None:
+                rise = np.flatnonzero((c[1:] == 1) & (c[:-1] == 0)) + 1
+            else:
+                cc = np.concatenate(([prev_clk], c))
+                rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0))
+            if len(rise):
+                for n in names:
+                    a = ch.data[n]
+                    src = np.concatenate((prev_vals[n] if prev_vals is not None else a[:1], a))
+                    parts[n].append(src[rise])   # index rise in src = sample rise-1 in chunk
+                tparts.append(capture.timebase.times_at(rise + ch.start))
+            prev_clk = c[-1]
+            prev_vals = {n: ch.data[n][-1:].copy() for n in names}
+        arrays = {n: (np.concatenate(p) if p else
+                      np.zeros(0, np.uint8 if widths[n] == 1 else np.uint64))
+                  for n, p in parts.items()}
+        times = np.concatenate(tparts) if tparts else np.zeros(0, np.int64)
+    tb = TimeBase.state(timestamps_ps=times)
+    if len(times) > 1:
+        metadata["clock_hz"] = clock_frequency(times)
+    return Capture.from_arrays(arrays, tb, widths=widths, metadata=metadata, path=capture.path)
+
+
+def clock_frequency(edge_times_ps: np.ndarray) -> float:
+    """Frequency from the median edge-to-edge period (robust to gaps and a stopped clock)."""
+    if len(edge_times_ps) < 2:
+        return 0.0
+    period = float(np.median(np.diff(edge_times_ps)))
+    return 1e12 / period if period > 0 else 0.0
+
+
+@dataclasses.dataclass
+class ClockStats:
+    channel: str
+    rising_edges: int
+    frequency_hz: float
+    first_ps: int | None
+    last_ps: int | None
+
+
+def clock_stats(capture: Capture, channel: str, *, chunk_samples: int = 1 << 20) -> ClockStats:
+    """Rising edges of a 1-bit channel, streamed (timing captures)."""
+    if hasattr(capture, "change_times"):
+        t, v = capture.change_times(channel)
+        edges = rising_edges_from_changes(t, v)
+        n = len(edges)
+        # median over the first million periods is plenty and bounds the work
+        freq = clock_frequency(edges[: 1 << 20])
+        return ClockStats(channel, n, freq, int(edges[0]) if n else None,
+                          int(edges[-1]) if n else None)
+    tb = capture.timebase
+    n = 0
+    first = last = None
+    prev = None
+    sample_edges = []
+    for ch in capture.iter_chunks([channel], chunk_samples=chunk_samples):
+        c = ch.data[channel]
+        if len(c) == 0:
+            continue
+        cc = c if prev is None else np.concatenate(([prev], c))
+        off = 1 if prev is None else 0
+        rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0)) + off
+        if len(rise):
+            if first is None:
+                first = tb.time_ps(int(rise[0]) + ch.start)
+            last = tb.time_ps(int(rise[-1]) + ch.start)
+            if sum(map(len, sample_edges)) < (1 << 16):
+                sample_edges.append(rise + ch.start)
+            n += len(rise)
+        prev = c[-1]
+    freq = 0.0
+    if sample_edges:
+        e = np.concatenate(sample_edges)
+        freq = clock_frequency(tb.times_at(e))
+    return ClockStats(channel, n, freq, first, last)
+
+
+def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 64) -> list[ClockStats]:
+    """1-bit channels that look like clocks: many rising edges at a steady period.
+
+    A channel counts when at least 90% of its rising-edge periods are within 5% of the
+    median and its edges fill the time between its first and last edge at that period;
+    data lines toggle irregularly or in bursts and fail one of the two.
+    """
+    out = []
+    for c in capture.channels[:max_channels]:
+        if c.width != 1:
+            continue
+        if hasattr(capture, "change_times"):
+            t, v = capture.change_times(c.name)
+            edges = rising_edges_from_changes(t, v)
+            times = edges[: 1 << 16]
+            n = len(edges)
+        else:
+            st = clock_stats(capture, c.name)
+            if st.rising_edges < min_edges:
+                continue
+            # regularity from the first edges
+            times = None
+            n = st.rising_edges
+        if n < min_edges:
+            continue
+        if times is None:
+            times = _first_edges(capture, c.name, 1 << 16)
+        d = np.diff(times)
+        if len(d) == 0:
+            continue
+        med = np.median(d)
+        if med <= 0:
+            continue
+        steady = np.mean(np.abs(d - med) <= 0.05 * med)
+        st = (clock_stats(capture, c.name) if not hasattr(capture, "change_times")
+              else ClockStats(c.name, n, 1e12 / float(med), int(edges[0]), int(edges[-1])))
+        span = (st.last_ps or 0) - (st.first_ps or 0)
+        # a clock runs all along: its edges cover the span they occupy at the median period
+        if steady >= 0.9 and n * med >= 0.9 * span:
+            out.append(st)
+    return out
+
+
+def _first_edges(capture: Capture, channel: str, limit: int) -> np.ndarray:
+    prev = None
+    got = []
+    total = 0
+    for ch in capture.iter_chunks([channel], chunk_samples=1 << 18):
+        c = ch.data[channel]
+        cc = c if prev is None else np.concatenate(([prev], c))
+        off = 1 if prev is None else 0
+        rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0)) + off + ch.start
+        got.append(rise)
+        total += len(rise)
+        prev = c[-1] if len(c) else prev
+        if total >= limit:
+            break
+    e = np.concatenate(got)[:limit] if got else np.zeros(0, np.int64)
+    return capture.timebase.times_at(e)

@@ -1,0 +1,709 @@
+"""VCD captures: a reader on pywellen and a writer that sigrok-cli 0.7.2 and GTKWave open.
+
+Reading
+-------
+pywellen parses the file; pcitrace adds what it lacks: gzip'd files (inflated to a temporary
+file first), a check that every value change names a declared identifier (pywellen drops the
+others silently), the x/z rule below and numpy change lists.
+
+A VCD capture is *event timed*: sample i is the state of every signal from the i-th distinct
+change time until the next one (``TimeBase.events``). ``clocked_view`` turns it into one sample
+per rising clock edge. A VCD written by pcitrace carries a ``$comment pcitrace {...} $end``
+with the original time base, so .sr -> VCD -> .sr gives back the same samples.
+
+Unknown values (the documented rule)
+------------------------------------
+- x or z on an *active-low* 1-bit line reads 1 (deasserted): a floating PCI control line is
+  held high by its pull-up, and an unknown one must not invent bus activity. Active-low means
+  the name is a PCI control signal (FRAME, IRDY, TRDY, STOP, DEVSEL, REQ, GNT, PERR, SERR,
+  INTA, RST, REQ64, ACK64 under any usual spelling) or carries an active-low mark
+  (``#``, ``_n``, ``_l``, ``/`` prefix).
+- x or z anywhere else (other lines, every bit of a vector) reads 0.
+- A signal with no value before its first change reads as unknown until then.
+- ``metadata["unknown_counts"][channel] = {"x": n, "z": m}`` counts the value changes that
+  held an x / a z (changes of a vector with any such bit), for every channel that had any.
+
+Writing
+-------
+Scalars only (vector ``X`` of width n -> ``X0``..``X{n-1}``): sigrok-cli 0.7.2's VCD import
+drops vectors. The timescale is the coarsest that represents every sample time exactly
+(1 ps otherwise), values are written at each change, and a final timestamp one sample after
+the last closes the capture so its length survives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import gzip
+import json
+import mmap
+import operator
+import os
+import re
+import shutil
+import tempfile
+import zlib
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.model import Capture, ChannelInfo, Chunk, TimeBase
+from pcitrace.errors import PcitraceError
+
+PCITRACE_COMMENT = "pcitrace"
+SAMPLE_CLOCK_VAR = "__pcitrace_sample"   # marks non-uniform state samples in written VCDs
+
+_UNIT_PS = {"s": 10**12, "ms": 10**9, "us": 10**6, "ns": 10**3, "ps": 1, "fs": 10**-3}
+
+# 1-bit values as pywellen reports them -> code: 0, 1, 2 = x, 3 = z.
+_BIT_CODE = {0: 0, 1: 1, "0": 0, "1": 1, "x": 2, "X": 2, "z": 3, "Z": 3, "u": 2, "U": 2,
+             "w": 2, "W": 2, "-": 2, "h": 1, "H": 1, "l": 0, "L": 0}
+
+_LOW_MARK = re.compile(r"(^[/!~])|(#$)|(_[nNlLbB]$)|(#\s*[\[(]\d+[\])]$)")
+
+
+def is_active_low(name: str) -> bool:
+    """Whether a 1-bit channel name denotes an active-low line (see the module rule)."""
+    from pcitrace.capture.profile import VECTOR_SIGNALS, _classify, _split_prefix
+    base = _split_prefix(name)[1]
+    canon, _, rng = _classify(base)
+    if canon is not None and canon.endswith("_n") and canon not in VECTOR_SIGNALS:
+        return True
+    return bool(_LOW_MARK.search(base.strip()))
+
+
+# -- reading -------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _plain_vcd(path: str) -> Iterator[str]:
+    """The path of an uncompressed copy (gzip'd input is inflated to a temporary file)."""
+    if not path.lower().endswith(".gz"):
+        yield path
+        return
+    fd, tmp = tempfile.mkstemp(prefix="pcitrace-", suffix=".vcd")
+    try:
+        with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as src:
+            shutil.copyfileobj(src, out, 4 << 20)
+    except (OSError, EOFError, zlib.error) as exc:
+        os.unlink(tmp)
+        raise PcitraceError(f"cannot decompress the gzip'd VCD ({exc})", path=path,
+                            where="gzip stream",
+                            fix="the file is truncated or not gzip; re-copy it or gunzip it "
+                                "and open the .vcd") from None
+    try:
+        yield tmp
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _header_text(path: str, limit: int = 64 << 20) -> tuple[str, int]:
+    """The declaration section up to $enddefinitions, and the byte offset after it."""
+    with open(path, "rb") as f:
+        buf = b""
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                break
+            buf += block
+            i = buf.find(b"$enddefinitions")
+            if i >= 0:
+                j = buf.find(b"$end", i + len(b"$enddefinitions"))
+                if j >= 0:
+                    return buf[:j + 4].decode("utf-8", "replace"), j + 4
+            if len(buf) > limit:
+                break
+    raise PcitraceError("no $enddefinitions in the header", path=path, where="VCD header",
+                        fix="the file is truncated or not a VCD")
+
+
+def _pcitrace_comment(header: str) -> dict | None:
+    for m in re.finditer(r"\$comment\s+(.*?)\s*\$end", header, re.S):
+        body = m.group(1)
+        if body.startswith(PCITRACE_COMMENT + " "):
+            try:
+                return json.loads(body[len(PCITRACE_COMMENT) + 1:])
+            except ValueError:
+                return None
+    return None
+
+
+def _body_ids(path: str, body_start: int) -> set[bytes]:
+    """Distinct identifier codes used by value changes after the header (vectorised scan).
+
+    Assumes one change per line, as VCD writers emit them; a change sharing a line with
+    something else is still parsed by pywellen, just not checked here.
+    """
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size <= body_start:
+            return set()
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with mm:
+        buf = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            return _scan_ids(buf, body_start)
+        finally:
+            del buf
+
+
+_SCALAR_FIRST = np.zeros(256, dtype=bool)
+_SCALAR_FIRST[np.frombuffer(b"01xXzZuUwWhHlL-", dtype=np.uint8)] = True
+_VECTOR_FIRST = np.zeros(256, dtype=bool)
+_VECTOR_FIRST[np.frombuffer(b"bBrR", dtype=np.uint8)] = True
+
+
+def _scan_ids(buf: np.ndarray, body_start: int) -> set[bytes]:
+    size = len(buf)
+    nl = np.flatnonzero(buf[body_start:] == 10)
+    nl += body_start
+    starts = np.empty(len(nl) + 1, dtype=np.int64)
+    starts[0] = body_start
+    starts[1:] = nl + 1
+    ends = np.empty(len(nl) + 1, dtype=np.int64)
+    ends[:-1] = nl
+    ends[-1] = size
+    del nl
+    if starts[-1] >= size:
+        starts, ends = starts[:-1], ends[:-1]
+    first = buf[np.minimum(starts, size - 1)]
+    sc = _SCALAR_FIRST[first]
+    vc = _VECTOR_FIRST[first]
+    del first
+    id_start = starts[sc] + 1
+    id_end = ends[sc]
+    if vc.any():
+        vs, ve = starts[vc], ends[vc]
+        # identifier = after the last blank; ids are short, look back a few bytes at a time
+        sp = np.full(len(ve), -1, dtype=np.int64)
+        e_trim = ve.copy()
+        cr = buf[np.maximum(e_trim - 1, 0)] == 13
+        e_trim -= cr
+        for k in range(1, 65):
+            todo = sp < 0
+            if not todo.any():
+                break
+            pos = e_trim[todo] - 1 - k
+            ok = pos > vs[todo]
+            c = buf[np.maximum(pos, 0)]
+            hit = ok & ((c == 32) | (c == 9))
+            idx = np.flatnonzero(todo)
+            sp[idx[hit]] = pos[hit]
+            sp[idx[~ok]] = vs[todo][~ok]   # no blank: the whole line (reported as is)
+        id_start = np.concatenate((id_start, sp + 1))
+        id_end = np.concatenate((id_end, e_trim))
+    # trailing CR / blanks on scalar lines
+    for _ in range(3):
+        last = buf[np.maximum(id_end - 1, 0)]
+        trim = ((last == 13) | (last == 32) | (last == 9)) & (id_end > id_start)
+        if not trim.any():
+            break
+        id_end = id_end - trim
+    out: set[bytes] = set()
+    lens = id_end - id_start
+    for L in np.unique(lens).tolist():
+        sel = id_start[lens == L]
+        if L <= 0:
+            out.add(b"")
+            continue
+        if L > 8:
+            for s in np.unique(sel).tolist()[:100000]:
+                out.add(bytes(buf[s:s + L]))
+            continue
+        key = np.zeros(len(sel), dtype=np.uint64)
+        for j in range(L):
+            key |= buf[sel + j].astype(np.uint64) << np.uint64(8 * j)
+        for u in np.unique(key).tolist():
+            out.add(int(u).to_bytes(8, "little")[:L])
+    return out
+
+
+def _find_line(path: str, body_start: int, ident: bytes) -> tuple[int, str]:
+    """Line number and text of the first change naming ``ident`` (error path only)."""
+    with open(path, "rb") as f:
+        head = f.read(body_start)
+        lineno = head.count(b"\n") + 1
+        for raw in f:
+            s = raw.strip()
+            if s and s[:1] in b"01xXzZuUwWhHlL-" and s[1:] == ident:
+                return lineno, s.decode("utf-8", "replace")
+            if s and s[:1] in b"bBrR" and s.split()[-1] == ident:
+                return lineno, s.decode("utf-8", "replace")
+            lineno += raw.count(b"\n")
+    return 0, ident.decode("utf-8", "replace")
+
+
+class VcdCapture(Capture):
+    """A VCD capture held as per-channel change lists.
+
+    ``change_times(name)`` gives (ps, values) with the initial value first. The sample grid
+    of an event-timed capture (every distinct change time) and the per-channel sample
+    indices are built on first use, since the clocked view needs neither.
+    """
+
+    def __init__(self, channels, times: dict, values: dict, metadata, path, *,
+                 grid_rate: float | None = None, mode: str = "timing", start_ps: int = 0,
+                 num_samples: int | None = None, sample_times: np.ndarray | None = None):
+        self._times = times      # name -> int64 ps of each change (first = initial value)
+        self._values = values    # name -> uint8 / uint64
+        self._idx: dict[str, np.ndarray] = {}
+        self._grid_rate = grid_rate
+        self._mode = mode
+        self._start_ps = start_ps
+        self._sample_times = sample_times
+        self._num = num_samples
+        self._tb = None
+        super().__init__(channels, None, -1, self._source, metadata, path)
+
+    # Capture.__init__ assigns these; the event grid behind them is computed on first use.
+    @property
+    def timebase(self) -> TimeBase:
+        if self._tb is None:
+            if self._grid_rate is not None:
+                self._tb = (TimeBase.state(clock_hz=self._grid_rate, start_ps=self._start_ps)
+                            if self._mode == "state"
+                            else TimeBase.timing(self._grid_rate, start_ps=self._start_ps))
+            else:
+                grid = self._grid()
+                self._tb = (TimeBase.state(timestamps_ps=grid) if self._mode == "state"
+                            else TimeBase.events(grid))
+        return self._tb
+
+    @timebase.setter
+    def timebase(self, value):
+        if value is not None:
+            self._tb = value
+
+    @property
+    def num_samples(self) -> int:
+        if self._num is None:
+            self._num = len(self._grid())
+        return self._num
+
+    @num_samples.setter
+    def num_samples(self, value):
+        if value is not None and value >= 0:
+            self._num = int(value)
+
+    def _grid(self) -> np.ndarray:
+        if self._sample_times is None:
+            allt = np.concatenate(list(self._times.values())) if self._times else \
+                np.zeros(1, np.int64)
+            allt.sort(kind="stable")   # merges the per-signal sorted runs
+            keep = np.empty(len(allt), dtype=bool)
+            keep[:1] = True
+            np.not_equal(allt[1:], allt[:-1], out=keep[1:])
+            self._sample_times = allt[keep]
+        return self._sample_times
+
+    def changes(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(sample indices, values) where ``name`` takes a new value; starts at sample 0."""
+        self.channel(name)
+        idx = self._idx.get(name)
+        if idx is None:
+            t = self._times[name]
+            if self._grid_rate is None:
+                idx = np.searchsorted(self._grid(), t, side="right") - 1
+            else:
+                idx = np.rint((t - self._start_ps) * (self._grid_rate / 1e12)).astype(np.int64)
+            np.clip(idx, 0, max(0, self.num_samples - 1), out=idx)
+            idx[0] = 0
+            self._idx[name] = idx
+        return idx, self._values[name]
+
+    def change_times(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(ps times, values) of ``name``'s changes; the first entry is its initial value."""
+        self.channel(name)
+        return self._times[name], self._values[name]
+
+    def _source(self, names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:
+        for s in range(start, stop, chunk):
+            e = min(stop, s + chunk)
+            want = np.arange(s, e, dtype=np.int64)
+            data = {}
+            for nm in names:
+                idx, vals = self.changes(nm)
+                data[nm] = vals[np.searchsorted(idx, want, side="right") - 1]
+            yield Chunk(s, data)
+
+    @property
+    def duration_ps(self) -> int:
+        if self._grid_rate is not None:
+            return super().duration_ps
+        ends = [int(t[-1]) for t in self._times.values() if len(t)]
+        starts = [int(t[0]) for t in self._times.values() if len(t)]
+        return (max(ends) - min(starts)) if ends else 0
+
+
+def _channel_names(vars_, strip_scope: str | None) -> list[str]:
+    names = [v.name for v in vars_]
+    if strip_scope is not None:
+        out = []
+        for v in vars_:
+            fn = v.full_name
+            out.append(fn[len(strip_scope) + 1:] if fn.startswith(strip_scope + ".") else fn)
+        return out
+    if len(set(names)) == len(names):
+        return names
+    # Same leaf name in several scopes: full names, minus a scope common to all.
+    full = [v.full_name for v in vars_]
+    tops = {f.split(".", 1)[0] for f in full}
+    if len(tops) == 1 and all("." in f for f in full):
+        full = [f.split(".", 1)[1] for f in full]
+    return full
+
+
+def _convert_bits(vals: list, name: str, active_low: bool, path) -> tuple[np.ndarray, int, int]:
+    try:
+        codes = np.fromiter(map(_BIT_CODE.__getitem__, vals), dtype=np.uint8, count=len(vals))
+    except KeyError as exc:
+        raise PcitraceError(f"value {exc.args[0]!r} of 1-bit signal {name!r} is not 0/1/x/z",
+                            path=path, where=f"signal {name}",
+                            fix="the VCD is corrupt; regenerate it") from None
+    nx = int(np.count_nonzero(codes == 2))
+    nz = int(np.count_nonzero(codes == 3))
+    if nx or nz:
+        codes[codes >= 2] = 1 if active_low else 0
+    return codes, nx, nz
+
+
+_VEC_TRANS = str.maketrans({"x": "0", "X": "0", "z": "0", "Z": "0", "u": "0", "U": "0",
+                            "w": "0", "W": "0", "-": "0", "h": "1", "H": "1", "l": "0",
+                            "L": "0"})
+_U64 = (1 << 64) - 1
+
+
+def _parse_vector_str(s: str) -> tuple[int, bool, bool]:
+    t = s.strip().translate(_VEC_TRANS)
+    try:
+        v = int(t, 2) if t else 0
+    except ValueError:
+        return -1, False, False
+    low = s.lower()
+    return v & _U64, any(c in low for c in "xuw-"), "z" in low
+
+
+def _convert_vector(vals: list, name: str, path) -> tuple[np.ndarray, int, int]:
+    strs = Counter(filter(str.__instancecheck__, vals))
+    nx = nz = 0
+    if strs:
+        table = {}
+        for s, cnt in strs.items():
+            v, hx, hz = _parse_vector_str(s)
+            if v < 0:
+                raise PcitraceError(f"value {s!r} of vector {name!r} is not binary",
+                                    path=path, where=f"signal {name}",
+                                    fix="the VCD is corrupt; regenerate it")
+            table[s] = v
+            nx += cnt * hx
+            nz += cnt * hz
+        # ints map to themselves (default), strings to their value under the rule
+        vals = list(map(table.get, vals, vals))
+    try:
+        return np.array(vals, dtype=np.uint64), nx, nz
+    except OverflowError:   # wider than 64 bits: keep the low 64
+        return np.array([v & _U64 for v in vals], dtype=np.uint64), nx, nz
+
+
+def _wellen_error(path, exc, where):
+    return PcitraceError(f"not a readable VCD ({exc})", path=path, where=where,
+                         fix="check that the file is a complete VCD; regenerate it if it was cut short")
+
+
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
+
+
+def read_vcd(path) -> Capture:
+    """Open a .vcd or .vcd.gz file (see the module doc for the x/z rule and time bases)."""
+    import pywellen
+
+    path = os.fspath(path)
+    with _plain_vcd(path) as plain, ThreadPoolExecutor(1) as pool:
+        header, body_start = _header_text(plain)
+        extra = _pcitrace_comment(header)
+        declared = set(re.findall(r"\$var\s+\S+\s+\d+\s+(\S+)\s+", header))
+        # numpy releases the GIL: the identifier check overlaps pywellen's parse
+        used_future = pool.submit(_body_ids, plain, body_start)
+        gc_was = gc.isenabled()
+        gc.disable()   # millions of small objects come and go below; none form cycles
+        try:
+            try:
+                wave = pywellen.Waveform(plain)
+                vars_ = list(wave.all_vars())
+            except BaseException as exc:  # pywellen raises RuntimeError or pyo3 panics
+                if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+                    raise
+                raise _wellen_error(path, exc, "VCD header") from None
+            ts = wave.timescale
+            unit_ps = _UNIT_PS.get(str(ts.unit).strip()) if ts is not None else 1
+            if unit_ps is None:
+                raise PcitraceError(f"unsupported timescale unit {ts.unit!r}", path=path,
+                                    where="$timescale", fix="use s, ms, us, ns, ps or fs")
+            tick_ps = (ts.factor if ts is not None else 1) * unit_ps
+            usable = [v for v in vars_ if not (v.is_real or v.is_string)]
+            skipped = [v.full_name for v in vars_ if v.is_real or v.is_string]
+            names = _channel_names(usable, PCITRACE_COMMENT if extra else None)
+            # Aliased vars (one id code, several names) share one signal.
+            raw: dict[str, tuple[np.ndarray, list]] = {}
+            keys = []
+            for v in usable:
+                key = str(v.signal_ref)
+                keys.append(key)
+                if key in raw:
+                    continue
+                try:
+                    pairs = list(v.signal)
+                except BaseException as exc:
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+                        raise
+                    raise _wellen_error(path, exc, "value changes") from None
+                t = np.fromiter(map(_FIRST, pairs), dtype=np.int64, count=len(pairs))
+                raw[key] = (t, list(map(_SECOND, pairs)))
+                del pairs
+        finally:
+            if gc_was:
+                gc.enable()
+        used = used_future.result()
+        undeclared = sorted(u for u in used if u.decode("utf-8", "replace") not in declared)
+        if undeclared:
+            lineno, text = _find_line(plain, body_start, undeclared[0])
+            raise PcitraceError(f"value change {text!r} names identifier "
+                                f"{undeclared[0].decode('utf-8', 'replace')!r}, which no $var "
+                                "declares", path=path, where=f"line {lineno}",
+                                fix="the VCD is corrupt; regenerate it or declare the signal "
+                                    "in the header")
+
+    nchanges = sum(len(t) for t, _ in raw.values())
+    grid_rate = None
+    mode = (extra or {}).get("mode", "timing")
+    if extra and extra.get("samplerate_hz"):
+        grid_rate = float(extra["samplerate_hz"])
+    elif extra and mode == "state" and extra.get("clock_hz") and not extra.get("sample_clock"):
+        grid_rate = float(extra["clock_hz"])
+    start_ps = int(extra.get("start_ps", 0)) if extra else 0
+    sample_times = None
+    if extra and extra.get("sample_clock"):
+        for nm, k in zip(names, keys):
+            if nm == SAMPLE_CLOCK_VAR:
+                sample_times = np.unique(raw[k][0] * tick_ps if tick_ps != 1 else raw[k][0])
+    t0 = start_ps if grid_rate is not None else None
+
+    times: dict[str, np.ndarray] = {}
+    values: dict[str, np.ndarray] = {}
+    unknown: dict[str, dict[str, int]] = {}
+    done: dict[tuple, tuple] = {}
+    chans = []
+    for nm, v, key in zip(names, usable, keys):
+        if nm == SAMPLE_CLOCK_VAR and extra and extra.get("sample_clock"):
+            continue
+        w = max(1, int(v.bitwidth or 1))
+        low = w == 1 and is_active_low(nm)
+        ck = (key, w, low)
+        if ck not in done:
+            t, vals = raw[key]
+            if tick_ps != 1:
+                t = (t * tick_ps if float(tick_ps).is_integer()
+                     else np.rint(t * tick_ps)).astype(np.int64)
+            if len(t) > 1 and np.any(t[1:] < t[:-1]):
+                raise PcitraceError(f"time goes backwards in signal {nm!r}", path=path,
+                                    where=f"signal {nm}",
+                                    fix="the VCD is corrupt; timestamps must increase")
+            if w == 1:
+                conv, nx, nz = _convert_bits(vals, nm, low, path)
+                init = 1 if low else 0
+            else:
+                conv, nx, nz = _convert_vector(vals, nm, path)
+                init = 0
+            done[ck] = (t, conv, nx, nz, init)
+        t, conv, nx, nz, init = done[ck]
+        times[nm], values[nm] = t, conv
+        if nx or nz:
+            unknown[nm] = {"x": nx, "z": nz}
+        chans.append(ChannelInfo(nm, w))
+    raw.clear()
+    # every channel gets an entry at the capture's first time: unknown until its first change
+    first_t = t0 if t0 is not None else min((int(t[0]) for t in times.values() if len(t)),
+                                            default=0)
+    if sample_times is not None and len(sample_times):
+        first_t = int(sample_times[0])
+    for nm in list(times):
+        t, conv = times[nm], values[nm]
+        if len(t) == 0 or t[0] > first_t:
+            low = conv.dtype == np.uint8 and is_active_low(nm)
+            times[nm] = np.concatenate(([first_t], t)).astype(np.int64)
+            values[nm] = np.concatenate((np.array([1 if low else 0], dtype=conv.dtype), conv))
+            u = unknown.setdefault(nm, {"x": 0, "z": 0})
+            u["x"] += 1
+
+    metadata = {"format": "vcd", "timescale_ps": tick_ps, "changes": int(nchanges),
+                "unknown_counts": unknown}
+    if skipped:
+        metadata["skipped_vars"] = skipped
+    if extra:
+        metadata.update(extra.get("metadata", {}))
+    return VcdCapture(chans, times, values, metadata, path, grid_rate=grid_rate, mode=mode,
+                      start_ps=start_ps, num_samples=(int(extra["num_samples"]) if grid_rate
+                                                      else None),
+                      sample_times=sample_times)
+
+
+# -- writing -------------------------------------------------------------------------------
+
+def _ident(i: int) -> str:
+    chars = []
+    i += 1
+    while i:
+        i -= 1
+        chars.append(chr(33 + i % 94))
+        i //= 94
+    return "".join(chars)
+
+
+_TIMESCALES = [(10**15, "1 s"), (10**14, "100 ms"), (10**13, "10 ms"), (10**12, "1 ms"),
+               (10**11, "100 us"), (10**10, "10 us"), (10**9, "1 us"), (10**8, "100 ns"),
+               (10**7, "10 ns"), (10**6, "1 ns"), (10**5, "100 ps"), (10**4, "10 ps"),
+               (10**3, "1 ps")]
+
+
+def _choose_timescale(tb: TimeBase, start_ps: int) -> tuple[int, str]:
+    """(timescale in fs, text): the coarsest unit giving exact sample times (>= 1 ps)."""
+    if tb.timestamps_ps is not None:
+        ts = np.asarray(tb.timestamps_ps, dtype=np.int64)
+        for fs, text in _TIMESCALES:
+            if fs < 1000:
+                break
+            if len(ts) == 0 or not np.any(ts % (fs // 1000)):
+                return fs, text
+        return 1000, "1 ps"
+    period_fs = 1e15 / tb.rate_hz
+    for fs, text in _TIMESCALES:
+        k = period_fs / fs
+        if abs(k - round(k)) < 1e-9 * max(1.0, k) and round(k) >= 1 and start_ps * 1000 % fs == 0:
+            return fs, text
+    return 1000, "1 ps"
+
+
+def write_vcd(capture: Capture, path, *, chunk_samples: int = 1 << 20) -> None:
+    """Write a scalar-only VCD (atomic)."""
+    from pcitrace.capture.sr import bit_channels
+
+    lines = bit_channels(capture)
+    tb = capture.timebase
+    start_ps = int(tb.start_ps)
+    uniform = tb.timestamps_ps is None
+    sample_clock = tb.mode == "state" and not uniform
+    ts_fs, ts_text = _choose_timescale(tb, start_ps)
+    ts_ps = ts_fs / 1000
+    extra = {"mode": tb.mode, "num_samples": capture.num_samples, "start_ps": start_ps,
+             "vectors": {c.name: c.width for c in capture.channels if c.width > 1}}
+    if uniform and tb.mode == "timing":
+        extra["samplerate_hz"] = tb.samplerate_hz
+    elif uniform:
+        extra["clock_hz"] = tb.clock_hz
+    if sample_clock:
+        extra["sample_clock"] = True
+    meta = {k: v for k, v in capture.metadata.items()
+            if k not in ("format", "unknown_counts", "changes", "timescale_ps", "unitsize",
+                         "sr_version", "chunk_members")}
+    try:
+        json.dumps(meta)
+        extra["metadata"] = meta
+    except (TypeError, ValueError):
+        pass
+    for nm, _, _ in lines:
+        if any(c.isspace() for c in nm) or not nm:
+            raise PcitraceError(f"channel name {nm!r} contains white space, which VCD cannot "
+                                "hold", path=capture.path,
+                                fix="rename the channel (e.g. with a profile) before writing VCD")
+
+    # scopes from dotted prefixes ("send.FRAME#" -> scope send, var FRAME#)
+    out_vars = list(lines)
+    if sample_clock:
+        out_vars.append((SAMPLE_CLOCK_VAR, None, 0))
+    idents = [_ident(i) for i in range(len(out_vars))]
+    head = ["$date", "\tpcitrace", "$end", "$version", "\tpcitrace", "$end",
+            f"$comment {PCITRACE_COMMENT} {json.dumps(extra, sort_keys=True)} $end",
+            f"$timescale {ts_text} $end", f"$scope module {PCITRACE_COMMENT} $end"]
+    cur: list[str] = []
+    for (nm, _, _), ident in zip(out_vars, idents):
+        parts = nm.split(".")
+        scope, leaf = parts[:-1], parts[-1]
+        if any(not p for p in parts):
+            scope, leaf = [], nm
+        k = 0
+        while k < min(len(cur), len(scope)) and cur[k] == scope[k]:
+            k += 1
+        head += ["$upscope $end"] * (len(cur) - k)
+        head += [f"$scope module {s} $end" for s in scope[k:]]
+        cur = scope
+        head.append(f"$var wire 1 {ident} {leaf} $end")
+    head += ["$upscope $end"] * len(cur)
+    head += ["$upscope $end", "$enddefinitions $end"]
+
+    nvar = len(out_vars)
+    tokens = np.array([f"{b}{ident}" for b in "01" for ident in idents], dtype=object)
+    sources = list(dict.fromkeys(src for _, src, _ in lines))
+
+    def tick_of(sample_idx: np.ndarray) -> np.ndarray:
+        t = tb.times_at(sample_idx)
+        return np.rint(t / ts_ps).astype(np.int64) if ts_ps != 1 else t
+
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(head) + "\n")
+        prev = None
+        last_tick = None
+        for ch in capture.iter_chunks(sources, chunk_samples=chunk_samples):
+            n = ch.length
+            cols = np.empty((nvar, n), dtype=np.uint8)
+            for k, (_, src, bit) in enumerate(lines):
+                a = ch.data[src]
+                cols[k] = (a >> a.dtype.type(bit)) & a.dtype.type(1) if bit else a & a.dtype.type(1)
+            if sample_clock:
+                cols[nvar - 1] = (np.arange(ch.start, ch.start + n) & 1).astype(np.uint8)
+            if prev is None:
+                changed = np.ones((nvar, n), dtype=bool)
+                changed[:, 1:] = cols[:, 1:] != cols[:, :-1]
+            else:
+                changed = np.empty((nvar, n), dtype=bool)
+                changed[:, 0] = cols[:, 0] != prev
+                changed[:, 1:] = cols[:, 1:] != cols[:, :-1]
+            prev = cols[:, -1].copy()
+            # events in time order (sample-major, variable-minor)
+            samp, var = np.nonzero(changed.T)
+            if len(samp) == 0:
+                continue
+            tok = tokens[cols[var, samp].astype(np.int64) * nvar + var]
+            first = np.ones(len(samp), dtype=bool)
+            first[1:] = samp[1:] != samp[:-1]
+            uniq = samp[first] + ch.start
+            ticks = tick_of(uniq)
+            if last_tick is not None and ticks[0] <= last_tick:
+                raise PcitraceError("two samples fall on the same VCD time", path=capture.path,
+                                    fix="the capture's timestamps are not increasing")
+            last_tick = int(ticks[-1])
+            out = np.empty(len(samp) + len(uniq), dtype=object)
+            pos_ts = np.flatnonzero(first) + np.arange(len(uniq))
+            mask = np.ones(len(out), dtype=bool)
+            mask[pos_ts] = False
+            out[pos_ts] = ["#" + s for s in map(str, ticks.tolist())]
+            out[mask] = tok
+            f.write("\n".join(out.tolist()))
+            f.write("\n")
+        # closing timestamp one sample after the last, so the length survives
+        n = capture.num_samples
+        if n:
+            if tb.timestamps_ps is not None:
+                ts = tb.timestamps_ps
+                step = int(np.median(np.diff(ts))) if len(ts) > 1 else 1
+                end_ps = int(ts[-1]) + max(1, step)
+                end_tick = int(round(end_ps / ts_ps))
+            else:
+                end_tick = int(tick_of(np.array([n]))[0])
+            if last_tick is not None and end_tick <= last_tick:
+                end_tick = last_tick + 1
+            f.write(f"#{end_tick}\n")
