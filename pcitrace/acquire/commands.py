@@ -248,9 +248,10 @@ class _Progress:
 @click.option("--fault-after", "fault_after", default=None, help="Fail after this many bytes of sample data.")
 @click.option("--clock-line", default=None,
               help="Line of a timing capture that drives the external clock input (default: CLK if present).")
+@click.option("--throughput", default=None, help="Pace the transfer, bytes per second (e.g. 11520 for 115200 baud).")
 @click.option("--fault-mode", type=click.Choice(["close", "hang"]), default="close", show_default=True,
               help="close: the pty disappears (unplugged cable); hang: it goes silent.")
-def emulate_sump(capture_path, memory, max_rate, probes, fault_after, clock_line, fault_mode):
+def emulate_sump(capture_path, memory, max_rate, probes, fault_after, clock_line, throughput, fault_mode):
     """Serve CAPTURE as an emulated SUMP analyser on a pseudo-terminal.
 
     Prints the pty path on stdout (point `pcitrace capture --port` at it) and serves
@@ -264,7 +265,8 @@ def emulate_sump(capture_path, memory, max_rate, probes, fault_after, clock_line
                        memory=int(parse_quantity(memory, "memory")),
                        max_rate_hz=int(parse_quantity(max_rate, "max-rate", "Hz")),
                        fault_after=int(parse_quantity(fault_after, "fault-after")) if fault_after else None,
-                       fault_mode=fault_mode, clock_line=clock_line)
+                       fault_mode=fault_mode, clock_line=clock_line,
+                       bytes_per_s=parse_quantity(throughput, "throughput") if throughput else None)
     emu.start()
     click.echo(emu.port)
     sys.stdout.flush()
@@ -272,6 +274,10 @@ def emulate_sump(capture_path, memory, max_rate, probes, fault_after, clock_line
                f"{emu.info.sample_memory} bytes, up to {emu.info.max_rate_hz:,} Hz", err=True)
     for k, (line, _, _) in enumerate(emu.lines):
         click.echo(f"  probe {k}: {line}", err=True)
+    if cap.timebase.mode == "state":
+        click.echo("  external clock input: one pulse per sample of the state capture", err=True)
+    elif emu.clock_line is not None:
+        click.echo(f"  external clock input: {emu.clock_line[0]}", err=True)
     signal.signal(signal.SIGTERM, lambda *_: emu.request_stop())
     try:
         emu.wait()

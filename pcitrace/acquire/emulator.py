@@ -389,8 +389,10 @@ class SumpEmulator:
                     if self.faulted and self.fault_mode == "close":
                         self._drain_then_close()
                         return
-        finally:
-            pass
+        except OSError:
+            # The pty broke under us (e.g. closed by stop()); nothing is left to serve.
+            if not self._stop.is_set():
+                raise
 
     def _drain_then_close(self, limit_s: float = 2.0) -> None:
         """Close the pty once the client has read what was sent: Linux drops a pty's unread
