@@ -186,6 +186,12 @@ class Decoder(srd.Decoder):
         self.clock_anns = []          # (class, texts) of the last clock, flushed at the next one
         self.last_clock_sample = None
         self.edges = [0, 0, 0, 0, 0]
+        self.edge_samples = [[None, None] for _ in range(5)]   # (second-to-last, last) edge
+
+    def edge(self, i):
+        self.edges[i] += 1
+        e = self.edge_samples[i]
+        e[0], e[1] = e[1], self.samplenum
 
     def metadata(self, key, value):
         if key == srd.SRD_CONF_SAMPLERATE:
@@ -294,14 +300,14 @@ class Decoder(srd.Decoder):
                 m = self.matched
                 for i in range(5):
                     if m[i]:
-                        self.edges[i] += 1
+                        self.edge(i)
                 is_clock = any(m[n:])
             else:
                 pins = self.wait(step)
                 m = self.matched
                 for i in range(5):
                     if m[i + 1]:
-                        self.edges[i] += 1
+                        self.edge(i)
                 is_clock = m[0]
             if is_clock:
                 idle = self.clock(self.samplenum, pins)
@@ -323,7 +329,9 @@ class Decoder(srd.Decoder):
         if any(self.edges):
             for i, n in enumerate(self.edges):
                 if n >= 2:
-                    self.finding(s, 'glitch', '%s changed %d times within one clock period'
+                    # Reported where the line's last pulse began (its second-to-last edge).
+                    self.finding(self.edge_samples[i][0], 'glitch',
+                                 '%s changed %d times within one clock period'
                                  % (CONTROL_NAMES[i], n))
             self.edges = [0, 0, 0, 0, 0]
 
@@ -351,7 +359,9 @@ class Decoder(srd.Decoder):
         if start:
             if not first:
                 pF, pI, pT, pS, pD = self.prev
-                if pI and not pF and not pT and not pS:
+                # Without DEVSEL# the master ended its own transaction (Master-Abort):
+                # nothing was pending.
+                if pI and pD and not pF and not pT and not pS:
                     self.finding(s, 'frame_reasserted',
                                  'FRAME# asserted again while the final data phase is pending')
             self.start_txn(s, pins)

@@ -260,7 +260,7 @@ def test_glitch_in_timing_mode(sigrok_cli, tmp_path):
     write_sr(Capture.from_arrays(arrays, cap.timebase, widths=widths), tmp_path / "g.sr")
     txns, _, findings = run_decoder(sigrok_cli, tmp_path / "g.sr",
                                     channel_map(32, True), "clock=clk")
-    assert [(f["kind"], f["sample"]) for f in findings] == [("glitch", 4 * 8)]
+    assert [(f["kind"], f["sample"]) for f in findings] == [("glitch", 3 * 8 + 5)]
     assert "FRAME#" in findings[0]["message"]
     assert len(txns) == 1 and txns[0]["start_sample"] == 7 * 8
 
