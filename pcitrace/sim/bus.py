@@ -783,7 +783,7 @@ def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int
         # Without C/BE# the second address phase of a DAC looks like an initiator wait clock
         # (PCI-X: it is taken for the attribute phase and the real one for the wait).
         shp.rec_iwaits += 1
-        dv = None if n is None else n - 1
+        dv = None if n is None else n + 1
     shp.rec_devsel = "none" if dv is None else _DEVSEL_NAMES[min(dv, 4)]
     rt = _RECORD_TERMINATION.get(term, term)
     if rt in ("retry", "disconnect_without_data"):
