@@ -44,7 +44,10 @@ def _value_before(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> n
 
 def clocked_view(capture: Capture, clock: str, *, chunk_samples: int = 1 << 20) -> Capture:
     _check_clock(capture, clock)
-    metadata = dict(capture.metadata)
+    # keep what describes the signals, drop what described the source file's layout
+    metadata = {k: v for k, v in capture.metadata.items()
+                if k not in ("format", "changes", "timescale_ps", "unitsize", "sr_version",
+                             "chunk_members")}
     metadata["clocked_on"] = clock
     widths = {c.name: c.width for c in capture.channels}
     if hasattr(capture, "change_times"):
@@ -142,62 +145,107 @@ def clock_stats(capture: Capture, channel: str, *, chunk_samples: int = 1 << 20)
     return ClockStats(channel, n, freq, first, last)
 
 
-def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 64) -> list[ClockStats]:
+def edge_summary(capture: Capture, names: list[str] | None = None, *, keep: int = 1 << 16,
+                 chunk_samples: int = 1 << 20) -> dict[str, tuple[int, np.ndarray, int | None]]:
+    """Per 1-bit channel: (rising edges, times of the first ``keep`` edges, last edge time).
+
+    One streamed pass over the capture for all channels (VCD: from the change lists).
+    """
+    if names is None:
+        names = [c.name for c in capture.channels if c.width == 1]
+    out = {}
+    if hasattr(capture, "change_times"):
+        for n in names:
+            t, v = capture.change_times(n)
+            e = rising_edges_from_changes(t, v)
+            out[n] = (len(e), e[:keep], int(e[-1]) if len(e) else None)
+        return out
+    tb = capture.timebase
+    count = dict.fromkeys(names, 0)
+    firsts: dict[str, list] = {n: [] for n in names}
+    kept = dict.fromkeys(names, 0)
+    last: dict[str, int | None] = dict.fromkeys(names)
+    prev: dict[str, int] = {}
+    for ch in capture.iter_chunks(names, chunk_samples=chunk_samples):
+        for n in names:
+            c = ch.data[n]
+            if len(c) == 0:
+                continue
+            if n in prev:
+                cc = np.concatenate(([prev[n]], c))
+                rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0))
+            else:
+                rise = np.flatnonzero((c[1:] == 1) & (c[:-1] == 0)) + 1
+            prev[n] = c[-1]
+            if len(rise):
+                count[n] += len(rise)
+                if kept[n] < keep:
+                    take = rise[: keep - kept[n]] + ch.start
+                    firsts[n].append(take)
+                    kept[n] += len(take)
+                last[n] = int(rise[-1]) + ch.start
+    for n in names:
+        e = np.concatenate(firsts[n]) if firsts[n] else np.zeros(0, np.int64)
+        out[n] = (count[n], tb.times_at(e), tb.time_ps(last[n]) if last[n] is not None else None)
+    return out
+
+
+def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 256) -> list[ClockStats]:
     """1-bit channels that look like clocks: many rising edges at a steady period.
 
     A channel counts when at least 90% of its rising-edge periods are within 5% of the
     median and its edges fill the time between its first and last edge at that period;
     data lines toggle irregularly or in bursts and fail one of the two.
     """
+    if capture.timebase.mode == "state":
+        return []
+    names = [c.name for c in capture.channels if c.width == 1][:max_channels]
     out = []
-    for c in capture.channels[:max_channels]:
-        if c.width != 1:
+    for n, (count, times, last) in edge_summary(capture, names).items():
+        if count < min_edges or len(times) < 2:
             continue
-        if hasattr(capture, "change_times"):
-            t, v = capture.change_times(c.name)
-            edges = rising_edges_from_changes(t, v)
-            times = edges[: 1 << 16]
-            n = len(edges)
-        else:
-            st = clock_stats(capture, c.name)
-            if st.rising_edges < min_edges:
-                continue
-            # regularity from the first edges
-            times = None
-            n = st.rising_edges
-        if n < min_edges:
-            continue
-        if times is None:
-            times = _first_edges(capture, c.name, 1 << 16)
         d = np.diff(times)
-        if len(d) == 0:
-            continue
-        med = np.median(d)
+        med = float(np.median(d))
         if med <= 0:
             continue
         steady = np.mean(np.abs(d - med) <= 0.05 * med)
-        st = (clock_stats(capture, c.name) if not hasattr(capture, "change_times")
-              else ClockStats(c.name, n, 1e12 / float(med), int(edges[0]), int(edges[-1])))
-        span = (st.last_ps or 0) - (st.first_ps or 0)
+        span = last - int(times[0])
         # a clock runs all along: its edges cover the span they occupy at the median period
-        if steady >= 0.9 and n * med >= 0.9 * span:
-            out.append(st)
+        if steady >= 0.9 and count * med >= 0.9 * span:
+            out.append(ClockStats(n, count, 1e12 / med, int(times[0]), last))
     return out
 
 
-def _first_edges(capture: Capture, channel: str, limit: int) -> np.ndarray:
-    prev = None
-    got = []
-    total = 0
-    for ch in capture.iter_chunks([channel], chunk_samples=1 << 18):
-        c = ch.data[channel]
-        cc = c if prev is None else np.concatenate(([prev], c))
-        off = 1 if prev is None else 0
-        rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0)) + off + ch.start
-        got.append(rise)
-        total += len(rise)
-        prev = c[-1] if len(c) else prev
-        if total >= limit:
-            break
-    e = np.concatenate(got)[:limit] if got else np.zeros(0, np.int64)
-    return capture.timebase.times_at(e)
+def resample(capture: Capture, samplerate_hz: float) -> Capture:
+    """A uniform timing view of an event-timed capture: sample k = state at start + k/rate."""
+    if not hasattr(capture, "change_times"):
+        raise PcitraceError("only VCD captures can be resampled", path=capture.path,
+                            fix="convert .sr captures as they are")
+    if not samplerate_hz or samplerate_hz <= 0:
+        raise PcitraceError(f"sample rate {samplerate_hz!r} is not a frequency",
+                            path=capture.path, fix="give --samplerate in Hz, e.g. 100e6")
+    starts = [int(capture.change_times(c.name)[0][0]) for c in capture.channels]
+    t0 = min(starts) if starts else 0
+    dur = capture.duration_ps
+    n = int(dur * samplerate_hz / 1e12) + 1
+    if n > (1 << 36):
+        raise PcitraceError(f"{n} samples at {samplerate_hz:g} Hz is too many", path=capture.path,
+                            fix="choose a lower --samplerate or use --clock for one sample per clock")
+    tb = TimeBase.timing(samplerate_hz, start_ps=t0)
+
+    def source(names, start, stop, chunk):
+        from pcitrace.capture.model import Chunk
+        for s in range(start, stop, chunk):
+            e = min(stop, s + chunk)
+            want = tb.times_at(np.arange(s, e))
+            data = {}
+            for nm in names:
+                t, v = capture.change_times(nm)
+                pos = np.searchsorted(t, want, side="right") - 1
+                np.maximum(pos, 0, out=pos)
+                data[nm] = v[pos]
+            yield Chunk(s, data)
+
+    meta = dict(capture.metadata)
+    meta["resampled_hz"] = samplerate_hz
+    return Capture(capture.channels, tb, n, source, meta, capture.path)

@@ -387,7 +387,8 @@ def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES) ->
     extra: dict = {"format": EXTRA_FORMAT, "mode": tb.mode, "start_ps": int(tb.start_ps),
                    "metadata": _jsonable({k: v for k, v in capture.metadata.items()
                                           if k not in ("format", "unitsize", "sr_version",
-                                                       "chunk_members")})}
+                                                       "chunk_members", "changes",
+                                                       "timescale_ps")})}
     vectors = {c.name: c.width for c in capture.channels if c.width > 1}
     if vectors:
         extra["vectors"] = vectors
