@@ -312,3 +312,58 @@ def test_rle_capture_with_trigger_finds_the_trigger_sample(emulator):
     assert trig is not None and trig >= 400                # 400 entries before it: at least 400 samples
     assert (got[trig] & mask) == value and (got[trig - 1] & mask) != value
     assert np.array_equal(got, held(w, first - trig, first - trig + n))
+
+
+@pytest.fixture(scope="module")
+def shared_emulator():
+    cap, arrays = random_capture(n=20_000, lines=32, rate=10e6, seed=21, p_change=0.02)
+    from pcitrace.acquire.emulator import SumpEmulator
+
+    emu = SumpEmulator(cap, memory=32768).start()
+    yield emu, probe_words(arrays, [f"L{i}" for i in range(32)])
+    emu.stop()
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(probes=st.sets(st.integers(0, 31), min_size=1, max_size=10),
+       quads=st.integers(1, 500), pre=st.integers(0, 90), rle=st.booleans(), trig=st.booleans(),
+       data=st.data())
+def test_any_request_returns_the_world_around_the_trigger(shared_emulator, probes, quads, pre, rle, trig, data):
+    """Whatever channels, size, pre-trigger share, trigger and RLE: the samples are the played-back
+    world around the trigger, the trigger sample is where the metadata says."""
+    emu, w = shared_emulator
+    chans = {i: f"L{i}" for i in sorted(probes)}
+    stages = []
+    if trig:
+        bits = data.draw(st.lists(st.sampled_from(sorted(probes)), min_size=1, max_size=3, unique=True))
+        mask = sum(1 << b for b in bits)
+        value = int(w[data.draw(st.integers(100, 15_000))]) & mask    # a value that does occur
+        stages = [sump.TriggerStage(mask=mask, value=value)]
+    req = CaptureRequest(rate_hz=10e6, samples=4 * quads, channels=chans, stages=stages, pretrigger=pre / 100, rle=rle)
+    try:
+        acq = acquire(emu.port, req)
+    except PcitraceError as exc:     # RLE with the top probe of the top group and no group left
+        assert rle and "count flag" in str(exc)
+        return
+    assert acq.complete
+    arrays = acq.capture.read()
+    got = np.zeros(acq.capture.num_samples, np.uint32)
+    for i, name in chans.items():
+        got |= arrays[name].astype(np.uint32) << np.uint32(i)
+    kept = np.uint32(sum(1 << i for i in chans))
+    if rle:
+        flag = sump.rle_flag_bit(acq.plan.flags.groups)
+        assert flag not in chans
+    if trig:
+        first = int(np.flatnonzero((w & np.uint32(mask)) == value)[0])
+        t = acq.capture.metadata["trigger_sample"]
+        assert t is not None and (got[t] & mask) == value
+        expect = held(w, first - t, first - t + len(got))
+    else:
+        expect = w[:len(got)]
+    assert len(got) >= 4 * quads
+    assert np.array_equal(got, expect & kept)
