@@ -283,7 +283,8 @@ class _Reader:
                 raise self.err(key, f"is {v!r}, not a number", f"write {key} as a number")
             v = float(v)
         if choices and v not in choices:
-            raise self.err(key, f"is {v!r}", f"use one of {', '.join(map(str, choices))}")
+            raise self.err(key, f"is {v:g}" if isinstance(v, float) else f"is {v!r}",
+                           f"use one of {', '.join(f'{c:g}' if isinstance(c, float) else str(c) for c in choices)}")
         if (lo is not None and v < lo) or (hi is not None and v > hi):
             rng = f"{lo if lo is not None else '-inf'} .. {hi if hi is not None else 'inf'}"
             raise self.err(key, f"= {v} is out of range", f"use a value in {rng}")

@@ -1,0 +1,227 @@
+"""simulate(): the capture, profile and truth agree with each other and with the model's intent."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pcitrace.capture import open_capture
+from pcitrace.capture.profile import load_profile
+from pcitrace.decode import decode_capture
+from pcitrace.decode.records import diff_records, records_from_dicts
+from pcitrace.errors import PcitraceError
+from pcitrace.sim.output import load_truth, output_paths, sample_period_ps, truth_json
+from pcitrace.sim.scenario import scenario_from_dict, simulate, write_outputs
+
+TWO_BUSES = [{"name": "send", "pc": "a"}, {"name": "recv", "pc": "b"}]
+
+
+def sim(**kw):
+    doc = {"duration_us": 120, "bus": TWO_BUSES}
+    doc.update(kw)
+    return simulate(scenario_from_dict(doc))
+
+
+def truth_records(truth):
+    return records_from_dicts(truth["records"])
+
+
+@pytest.mark.parametrize("mode, ad", [("timing", True), ("state", True), ("state", False), ("timing", False)])
+def test_fast_engine_decodes_exactly_the_truth(mode, ad):
+    r = sim(mode=mode, ad=ad, link={"reverse_probe": True})
+    res = decode_capture(r.capture, r.profile)
+    assert len(r.truth["records"]) > 100
+    assert diff_records(truth_records(r.truth), res.records, ignore=("data_index",)) == []
+
+
+def test_pcix_with_other_traffic_and_retries_decodes_exactly():
+    buses = [dict(b, kind="pcix", clock_mhz=133, mmrbc=1024, nic={"csr_retries": 1},
+                  other=[{"rate_per_us": 0.2, "bytes": 256, "command": "mem_read_multiple"}]) for b in TWO_BUSES]
+    r = sim(bus=buses, traffic={"frame_bytes": 4000, "spacing_us": 8}, link={"rate_gbps": 10})
+    res = decode_capture(r.capture, r.profile)
+    recs = truth_records(r.truth)
+    assert set(recs["termination"]) >= {"split_response", "retry", "normal"}
+    assert "split_completion" in set(recs["command"])
+    assert diff_records(recs, res.records, ignore=("data_index",)) == []
+
+
+def test_deterministic_and_seeded():
+    a, b = sim(seed=7), sim(seed=7)
+    assert truth_json(a.truth) == truth_json(b.truth)
+    for name in a.capture.channel_names:
+        assert np.array_equal(a.capture.read([name])[name], b.capture.read([name])[name])
+    c = sim(seed=8)
+    assert truth_json(c.truth) != truth_json(a.truth)
+
+
+def test_timing_capture_clock_edges_are_the_record_times():
+    r = sim(mode="timing", duration_us=30)
+    cap = r.capture
+    p = r.truth["sample_period_ps"]
+    assert 1e12 % p == 0 and r.truth["buses"]["send"]["period_ps"] // p >= 4
+    clk = cap.read(["send.CLK"])["send.CLK"]
+    rising = np.flatnonzero((clk[1:] == 1) & (clk[:-1] == 0)) + 1
+    edge_ps = rising * p
+    first = r.truth["buses"]["send"]["first_clock_ps"]
+    period = r.truth["buses"]["send"]["period_ps"]
+    assert edge_ps[0] == first and np.all(np.diff(edge_ps) == period)
+    recs = truth_records(r.truth)
+    assert np.isin(recs["start_ps"], edge_ps).all() and np.isin(recs["end_ps"], edge_ps).all()
+
+
+def test_occupancy_matches_the_signals():
+    r = sim(mode="state")
+    sig = r.capture.read(["send.FRAME#", "send.IRDY#"])
+    busy = int(((sig["send.FRAME#"] == 0) | (sig["send.IRDY#"] == 0)).sum())
+    occ = r.truth["occupancy"]["send"]
+    assert occ["busy"] == busy and occ["clocks"] == r.capture.num_samples
+    assert occ["data"] + occ["wait"] + occ["address"] + occ["retry"] == busy
+    assert sum(occ["by_initiator"].values()) == busy
+    recs = truth_records(r.truth)
+    send = recs[recs["bus"] == "send"]
+    assert occ["data"] == int(send["data_phases"].sum())
+
+
+def test_probe_frames_and_wire_time():
+    r = sim(mode="timing", link={"sof": True})
+    fp = r.capture.read(["a_to_b.FRAME_PRESENT"])["a_to_b.FRAME_PRESENT"].astype(np.int8)
+    starts = np.flatnonzero(np.diff(fp) == 1)
+    frames = [f for f in r.truth["frames"] if f["link"] == "a_to_b"]
+    assert len(starts) == len(frames) > 5
+    for f in frames:
+        # preamble + 1446-byte frame at 8 ns per byte
+        assert f["wire_end_ps"] - f["wire_start_ps"] == (8 + 1446) * 8000
+        assert abs(f["wire_time_ps"] - (8 + 1446) * 8000) <= r.truth["sample_period_ps"]
+        assert f["start_ps"] <= f["sof_ps"] < f["end_ps"]
+    gaps = np.diff([f["wire_start_ps"] for f in frames])
+    assert gaps.min() >= (8 + 1446 + 12) * 8000     # the inter-frame gap is kept
+
+
+def test_packet_bookkeeping_follows_the_frame_through():
+    r = sim(duration_us=200)
+    recs = r.truth["records"]
+    done = [p for p in r.truth["packets"] if p["rx_first_word_ps"] > 0]
+    assert len(done) > 10
+    for p in done:
+        assert p["csr_start_ps"] < p["first_dma_ps"] <= p["tx_first_word_ps"] < p["wire_start_ps"]
+        assert p["wire_end_ps"] < p["rx_first_word_ps"] and p["send_to_recv_ps"] > p["wire_time_ps"]
+        assert p["tx_bytes"] == p["rx_bytes"] == p["frame_bytes"] - 4     # the NIC adds / strips the CRC
+        assert all(recs[i]["packet"] == p["seq"] and recs[i]["bus"] == "send" for i in p["tx_dma_records"])
+        assert all(recs[i]["bus"] == "recv" for i in p["rx_dma_records"])
+        assert all(recs[i]["purpose"].startswith("csr") for i in p["csr_records"])
+
+
+def test_lost_frames_never_reach_the_receiver():
+    r = sim(duration_us=150, link={"lost": [2, 5]})
+    pk = {p["seq"]: p for p in r.truth["packets"]}
+    for s in (2, 5):
+        assert pk[s]["lost"] and pk[s]["rx_dma_records"] == [] and pk[s]["wire_start_ps"] > 0
+    assert not pk[3]["lost"] and pk[3]["rx_dma_records"]
+    assert [f["seq"] for f in r.truth["frames"] if f["lost"]] == [2, 5]
+
+
+def test_interrupt_coalescence_groups_packets():
+    nic = {"coalesce_packets": 64, "coalesce_us": 40.0}
+    r = sim(duration_us=300, bus=[dict(b, nic=nic, host={"irq_latency_us": 5.0}) for b in TWO_BUSES])
+    pk = [p for p in r.truth["packets"] if p["rx_irq_csr_start_ps"] > 0]
+    groups = {}
+    for p in pk:
+        groups.setdefault(p["rx_irq_csr_start_ps"], []).append(p)
+    assert max(len(g) for g in groups.values()) >= 3
+    first_delays = [min(g, key=lambda p: p["seq"])["rx_interrupt_delay_ps"] for g in groups.values()]
+    # 40 us timer + 5 us interrupt latency (+ the CSR reads waiting for the bus)
+    assert all(45e6 <= d <= 47e6 for d in first_delays), first_delays
+
+
+def test_pause_frames_stop_the_sender():
+    r = sim(duration_us=400, link={"pause_interval_us": 150, "pause_us": 40, "reverse_probe": True})
+    pauses = r.truth["pauses"]
+    assert len(pauses) == 2
+    fr = [f for f in r.truth["frames"] if f["link"] == "a_to_b"]
+    for p in pauses:
+        assert not any(p["start_ps"] <= f["wire_start_ps"] < p["end_ps"] for f in fr)
+    assert sum(f["kind"] == "pause" for f in r.truth["frames"] if f["link"] == "b_to_a") == 2
+    assert "b_to_a.FRAME_PRESENT" in r.capture.channel_names
+
+
+def test_mmrbc_caps_the_read_requests():
+    def run(mmrbc):
+        b = [dict(TWO_BUSES[0], kind="pcix", clock_mhz=133, mmrbc=mmrbc)]
+        return sim(duration_us=60, bus=b, traffic={"frame_bytes": 8972, "spacing_us": 20}, link={"rate_gbps": 10})
+    out = {}
+    for m in (512, 4096):
+        t = run(m).truth
+        recs = t["records"]
+        p = next(p for p in t["packets"] if p["tx_dma_end_ps"] > 0)
+        reqs = [recs[i] for i in p["tx_dma_records"] if recs[i]["purpose"] == "data_read"]
+        assert all(r["byte_count"] <= m and r["termination"] == "split_response" for r in reqs)
+        assert len(reqs) == -(-9014 // m)
+        out[m] = p["tx_dma_end_ps"] - p["tx_data_start_ps"]
+    assert out[4096] < 0.75 * out[512]
+
+
+def test_faults_cause_their_findings_and_leave_records_decodable():
+    faults = {"parity_errors": 3, "latency_every": 5, "glitches": 2, "stray_irdy": 2, "trdy_without_devsel": 2}
+    r = sim(duration_us=150, bus=[dict(TWO_BUSES[0], nic={"devsel": "slow"})], faults=faults)
+    kinds = [f["kind"] for f in r.truth["findings"]]
+    for k, n in (("parity_error", 3), ("glitch", 2), ("irdy_without_transaction", 2), ("trdy_without_devsel", 2)):
+        assert kinds.count(k) == n, (k, kinds)
+    assert kinds.count("initial_latency") >= 2
+    recs = truth_records(r.truth)
+    assert recs["parity_error"].sum() == 3
+    res = decode_capture(r.capture, r.profile)
+    assert diff_records(recs, res.records, ignore=("data_index",)) == []
+    got = {(int(f["time_ps"]), str(f["kind"])) for f in res.findings}
+    for f in r.truth["findings"]:
+        if f["kind"] in ("parity_error", "irdy_without_transaction", "trdy_without_devsel", "initial_latency"):
+            assert (f["time_ps"], f["kind"]) in got
+
+
+def test_csr_retries_precede_each_access():
+    r = sim(duration_us=60, bus=[dict(TWO_BUSES[0], nic={"csr_retries": 2})])
+    p = r.truth["packets"][0]
+    terms = [r.truth["records"][i]["termination"] for i in p["csr_records"]]
+    assert terms[:3] == ["retry", "retry", "normal"] and p["csr_retries"] == 2 * terms.count("normal")
+
+
+def test_other_devices_traffic_is_not_the_nics():
+    b = dict(TWO_BUSES[0], other=[{"rate_per_us": 0.3, "bytes": 512, "address": 0x30000000}])
+    r = sim(duration_us=100, bus=[b])
+    other = [x for x in r.truth["records"] if x["master"] == "other"]
+    nic = [x for x in r.truth["records"] if x["master"] == "nic"]
+    assert len(other) > 10 and all(x["gnt"] == 0 and x["address"] == 0x30000000 for x in other)
+    assert nic and all(x["gnt"] == 1 for x in nic)
+
+
+def test_write_outputs_round_trip(tmp_path):
+    r = sim(duration_us=40, mode="state", ad=False)
+    cap_p, prof_p, truth_p = write_outputs(r, tmp_path / "x.sr")
+    assert (cap_p.name, prof_p.name, truth_p.name) == ("x.sr", "x.profile.toml", "x.truth.json")
+    res = decode_capture(open_capture(cap_p), load_profile(prof_p))
+    assert diff_records(truth_records(load_truth(truth_p)), res.records, ignore=("data_index",)) == []
+    assert json.loads(truth_p.read_text())["ad"] is False
+    assert not any(n.startswith("send.AD") for n in open_capture(cap_p).channel_names)
+
+
+def test_vcd_output(tmp_path):
+    r = sim(duration_us=20, mode="timing")
+    cap_p, prof_p, _ = write_outputs(r, tmp_path / "x.vcd")
+    res = decode_capture(open_capture(cap_p), load_profile(prof_p))
+    assert diff_records(truth_records(r.truth), res.records, ignore=("data_index",)) == []
+
+
+def test_bad_output_names(tmp_path):
+    with pytest.raises(PcitraceError, match=r"\.sr or \.vcd"):
+        output_paths(tmp_path / "x.csv")
+    r = sim(duration_us=10)
+    with pytest.raises(PcitraceError):
+        write_outputs(r, tmp_path / "missing" / "x.sr")
+
+
+def test_sample_period_divides_a_second_and_every_half_clock():
+    assert sample_period_ps([15000]) == 2500
+    assert sample_period_ps([30000]) == 5000
+    assert sample_period_ps([7500]) == 1250
+    assert sample_period_ps([30000, 15000]) == 2500
