@@ -16,7 +16,8 @@ IPv4 and UDP headers, the UDPmon frame number and the iperf sequence number.
 Stack one instance per link direction (option "link" names it).
 
 Binary class "json": one JSON line per frame with the keys of lists.FRAME_FIELDS
-(start_ps, end_ps, wire_time_ps, frame_bytes, ...) plus start_sample/end_sample.
+(start_ps, end_ps, wire_time_ps, frame_bytes, ...) plus start_sample, end_sample and
+sof_sample (-1 without SOF), from which a caller with its own time base can recompute the times.
 OUTPUT_PYTHON: ['FRAME', dict] with the same keys, at the end of each frame.
 '''
 

@@ -175,7 +175,8 @@ class Decoder(srd.Decoder):
         if self.rx_error:
             self.put(ss, es, self.out_ann, [ANN_WARN, ['RX_ER asserted during frame', 'RX_ER']])
         self.put(es, es, self.out_python, ['FRAME', rec])
-        line = dict(rec, start_sample=ss, end_sample=es)
+        line = dict(rec, start_sample=ss, end_sample=es,
+                    sof_sample=self.sof if self.sof is not None else -1)
         self.put(ss, es, self.out_binary, [0, (json.dumps(line) + '\n').encode()])
 
     def parse_gmii(self, rec):

@@ -212,3 +212,114 @@ def _decode_chunk(start, times, sig, st, out, link, rate_mbps, active_high):
         st.prev_clk = int(sig["rx_clk"][-1])
     st.last_index = start + n - 1
     st.last_ps = int(times[-1])
+
+
+# -- captures ------------------------------------------------------------------------------
+
+_SIGROK_IDS = {"frame_present": "frame", "sof": "sof", "rx_dv": "rx_dv", "rx_er": "rx_er",
+               "rx_clk": "rx_clk"}
+
+
+def _rate_name(bus) -> str:
+    bps = float(bus.link_bps or LINK_RATES["1G"])
+    for name, r in LINK_RATES.items():
+        if abs(bps - r) < 1e-6 * r:
+            return name
+    from pcitrace.errors import PcitraceError
+    raise PcitraceError(f"probe link {bus.name!r} has link_bps = {bps:g}; the probe decoders know "
+                        f"{', '.join(f'{v:g}' for v in LINK_RATES.values())}",
+                        fix="set link_bps to 1e9 or 1e10 in the profile")
+
+
+def _probe_chunks(capture, bus, chunk_samples: int):
+    from pcitrace.capture.profile import _assemble, check_bus
+
+    check_bus(capture, bus)
+    chans = list(dict.fromkeys(bus.all_channels()))
+    widths = {c: capture.channel(c).width for c in chans}
+    tb = capture.timebase
+    for ch in capture.iter_chunks(chans, chunk_samples=chunk_samples):
+        sig = {s: _assemble(bus, s, ch.data, widths, None) for s in bus.signals}
+        yield ch.start, tb.times_ps(ch.start, ch.start + ch.length), sig
+
+
+def decode_probe_capture(capture, bus, *, chunk_samples: int = 1 << 20) -> np.ndarray:
+    """Frames (FRAME_DTYPE) of one probe link (a BusProfile of kind gbe_probe).
+
+    Inversions in the profile are undone before decoding, so the frame-present and SOF
+    lines read 1 while asserted.
+    """
+    if "frame_present" not in bus.signals:
+        from pcitrace.errors import PcitraceError
+        raise PcitraceError(f"probe link {bus.name!r} has no frame_present line in its profile",
+                            fix="map frame_present to the probe's frame-present channel")
+    return decode_probe_chunks(_probe_chunks(capture, bus, chunk_samples), link=bus.name,
+                               rate=_rate_name(bus), active_high=True)
+
+
+def run_sigrok_probe(capture_path, bus, *, sigrok_cli: str | None = None) -> np.ndarray:
+    """The same frames through the reference decoder decoders/gbe_probe and sigrok-cli.
+
+    Only .sr captures (sigrok-cli's own VCD import drops vectors and makes one sample per
+    timescale tick); a frame still on the wire at the end is absent, as libsigrokdecode
+    0.5.3 never reports the end of the data.
+    """
+    import json
+    import os
+    import subprocess
+
+    from pcitrace.capture import open_capture
+    from pcitrace.decode.sigrok import _bit_names, decoders_dir, sigrok_cli_path
+    from pcitrace.errors import PcitraceError
+
+    path = os.fspath(capture_path)
+    if not path.lower().endswith(".sr"):
+        raise PcitraceError("the sigrok probe decoder reads .sr captures only", path=path,
+                            fix="convert it first: pcitrace convert CAPTURE OUT.sr")
+    exe = sigrok_cli or sigrok_cli_path()
+    capture = open_capture(path)
+    inverted = {s for s in ("frame_present", "sof") if s in bus.signals and s in bus.inverted}
+    if inverted and inverted != {s for s in ("frame_present", "sof") if s in bus.signals}:
+        raise PcitraceError(f"probe link {bus.name!r} inverts only one of frame_present / sof; the "
+                            "sigrok decoder has one polarity option for both", path=path,
+                            fix="use the fast engine, or invert both lines in the profile")
+    mapping = {}
+    for sig, value in bus.signals.items():
+        chans = [value] if isinstance(value, str) else list(value)
+        bits = [b for c in chans for b in _bit_names(capture, c)]
+        if sig == "rxd":
+            mapping.update({f"rxd{i}": name for i, name in enumerate(bits[:8])})
+        elif sig in _SIGROK_IDS:
+            mapping[_SIGROK_IDS[sig]] = bits[0]
+    options = {"link": bus.name, "rate": _rate_name(bus),
+               "polarity": "active-low" if inverted else "active-high"}
+    spec = "gbe_probe:" + ":".join(f"{k}={v}" for k, v in {**mapping, **options}.items())
+    env = dict(os.environ, SIGROKDECODE_DIR=str(decoders_dir()))
+    proc = subprocess.run([exe, "-i", path, "-P", spec, "-B", "gbe_probe=json"],
+                          capture_output=True, env=env)
+    err = proc.stderr.decode(errors="replace")
+    if proc.returncode != 0 or "Traceback" in err:
+        tail = " ".join(err.strip().splitlines()[-3:]) or f"exit status {proc.returncode}"
+        raise PcitraceError(f"sigrok-cli failed on the gbe_probe decoder: {tail}", path=path,
+                            fix="check the capture with `pcitrace info` and the channel profile")
+    tb, last = capture.timebase, max(capture.num_samples - 1, 0)
+    rate_mbps = LINK_RATES[options["rate"]] // 1_000_000
+    rows = []
+    for line in proc.stdout.decode().splitlines():
+        if not line.strip():
+            continue
+        obj = json.loads(line)
+        # Times through the capture's own time base, exactly as the fast engine maps them.
+        obj["start_ps"] = tb.time_ps(min(obj["start_sample"], last))
+        obj["end_ps"] = tb.time_ps(min(obj["end_sample"], last))
+        obj["wire_time_ps"] = obj["end_ps"] - obj["start_ps"]
+        if obj["sof_sample"] >= 0:
+            obj["sof_ps"] = tb.time_ps(min(obj["sof_sample"], last))
+        if not obj["gmii"]:
+            obj["frame_bytes"] = int(frame_bytes_from_wire(obj["wire_time_ps"], rate_mbps))
+        rows.append(obj)
+    arr = np.zeros(len(rows), FRAME_DTYPE)
+    for i, rec in enumerate(rows):
+        for n in FRAME_FIELD_NAMES:
+            arr[n][i] = rec[n]
+    return arr
