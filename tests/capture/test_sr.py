@@ -1,0 +1,281 @@
+"""The .sr reader and writer: formats, round trips, sigrok-cli agreement, corrupt inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from pcitrace.capture import open_capture, write_sr
+from pcitrace.capture.model import Capture, TimeBase
+from pcitrace.capture.sr import EXTRA_MEMBER, format_samplerate, parse_samplerate, read_sr
+from pcitrace.errors import PcitraceError
+
+from ._capture_helpers import SIGROK_RATES, bit_columns, captures, sigrok_bits
+
+
+def make_sr(path, members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED):
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+def metadata(probes: list[str], unitsize: int, rate="1 MHz", extra=""):
+    lines = ["[global]", "sigrok version=0.5.2", "", "[device 1]", "capturefile=logic-1",
+             f"total probes={len(probes)}", f"samplerate={rate}", "total analog=0"]
+    lines += [f"probe{i + 1}={p}" for i, p in enumerate(probes)]
+    lines += [f"unitsize={unitsize}", extra]
+    return "\n".join(lines).encode()
+
+
+@pytest.mark.parametrize("text,hz", [("33 MHz", 33e6), ("33333333 Hz", 33333333), ("33333333", 33333333),
+                                     ("200 kHz", 200e3), ("1 GHz", 1e9), ("66.6 MHz", 66.6e6),
+                                     ("100MHz", 100e6)])
+def test_samplerate_forms(text, hz):
+    assert parse_samplerate(text) == pytest.approx(hz)
+
+
+@pytest.mark.parametrize("bad", ["fast", "", "-3 MHz", "0 Hz", "3 XHz"])
+def test_bad_samplerate_names_the_place(bad):
+    with pytest.raises(PcitraceError, match="samplerate|sample rate"):
+        parse_samplerate(bad, path="f.sr")
+
+
+def test_format_samplerate_is_exact():
+    assert format_samplerate(33_000_000) == "33 MHz"
+    assert format_samplerate(33_333_333) == "33333333 Hz"
+    assert format_samplerate(200_000) == "200 kHz"
+    assert format_samplerate(1e9) == "1 GHz"
+
+
+@pytest.mark.parametrize("unitsize,nprobes", [(1, 3), (2, 16), (3, 20), (4, 32), (8, 64), (9, 70)])
+def test_reads_any_unitsize(tmp_path, unitsize, nprobes):
+    rng = np.random.default_rng(unitsize)
+    n = 1000
+    raw = rng.integers(0, 256, (n, unitsize), dtype=np.uint8)
+    probes = [f"D{i}" for i in range(nprobes)]
+    half = n // 2 * unitsize
+    make_sr(tmp_path / "a.sr", {"version": b"2", "metadata": metadata(probes, unitsize, "33 MHz"),
+                                "logic-1-1": raw.tobytes()[:half], "logic-1-2": raw.tobytes()[half:]})
+    cap = open_capture(tmp_path / "a.sr")
+    assert cap.num_samples == n
+    assert cap.timebase.samplerate_hz == 33e6
+    data = cap.read()
+    for i in range(nprobes):
+        expect = (raw[:, i // 8] >> (i % 8)) & 1
+        assert np.array_equal(data[f"D{i}"], expect), i
+
+
+def test_disabled_probes_keep_their_bit_position(tmp_path):
+    # probe2 absent (disabled): probe3 is still bit 2
+    meta = b"[device 1]\ncapturefile=logic-1\ntotal probes=3\nsamplerate=1 MHz\nprobe1=A\nprobe3=C\nunitsize=1\n"
+    make_sr(tmp_path / "a.sr", {"version": b"2", "metadata": meta, "logic-1-1": bytes([0b100, 0b001, 0b101])})
+    d = open_capture(tmp_path / "a.sr").read()
+    assert d["A"].tolist() == [0, 1, 1]
+    assert d["C"].tolist() == [1, 0, 1]
+
+
+def test_chunked_reads_agree_with_whole_reads(tmp_path):
+    rng = np.random.default_rng(5)
+    n = 10_007
+    arrays = {f"L{i}": rng.integers(0, 2, n) for i in range(11)}
+    cap = Capture.from_arrays(arrays, TimeBase.timing(50e6))
+    write_sr(cap, tmp_path / "a.sr", chunk_bytes=3000)   # many chunk members
+    back = read_sr(tmp_path / "a.sr")
+    assert back.metadata["chunk_members"] > 3
+    whole = back.read()
+    for k, v in arrays.items():
+        assert np.array_equal(whole[k], v)
+    # odd chunk sizes and a window that starts and ends inside members
+    got = {k: [] for k in arrays}
+    for ch in back.iter_chunks(start=1234, stop=9876, chunk_samples=777):
+        for k in arrays:
+            got[k].append(ch[k])
+    for k, v in arrays.items():
+        assert np.array_equal(np.concatenate(got[k]), v[1234:9876])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cap=captures())
+def test_write_read_round_trip(tmp_path, cap):
+    path = tmp_path / "r.sr"
+    write_sr(cap, path)
+    back = open_capture(path)
+    assert back.timebase.mode == cap.timebase.mode
+    assert back.timebase.rate_hz == pytest.approx(cap.timebase.rate_hz)
+    assert back.num_samples == cap.num_samples
+    want = bit_columns(cap)
+    got = back.read()
+    assert list(got) == list(want)
+    for k in want:
+        assert np.array_equal(got[k], want[k]), k
+
+
+def test_state_capture_with_timestamps_round_trips(tmp_path):
+    ts = np.cumsum(np.r_[0, np.full(99, 30_000), 90_000]).astype(np.int64)[:100]
+    cap = Capture.from_arrays({"FRAME#": np.arange(100) % 3 == 0}, TimeBase.state(timestamps_ps=ts))
+    write_sr(cap, tmp_path / "s.sr")
+    back = open_capture(tmp_path / "s.sr")
+    assert back.timebase.mode == "state"
+    assert np.array_equal(back.timebase.timestamps_ps, ts)
+    assert np.array_equal(back.read()["FRAME#"], (np.arange(100) % 3 == 0).astype(np.uint8))
+
+
+def test_write_is_atomic(tmp_path):
+    class Boom(Exception):
+        pass
+
+    def source(names, start, stop, chunk):
+        yield from ()
+        raise Boom()
+
+    from pcitrace.capture.model import ChannelInfo
+    cap = Capture([ChannelInfo("A")], TimeBase.timing(1e6), 10, source)
+    target = tmp_path / "keep.sr"
+    target.write_bytes(b"old")
+    with pytest.raises(Boom):
+        write_sr(cap, target)
+    assert target.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["keep.sr"]
+
+
+# -- sigrok-cli ----------------------------------------------------------------------------
+
+@pytest.mark.sigrok
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cap=captures(rates=SIGROK_RATES, max_samples=120))
+def test_sigrok_cli_reads_what_we_write(tmp_path, sigrok_cli, cap):
+    path = tmp_path / "s.sr"
+    write_sr(cap, path)
+    got = sigrok_bits(sigrok_cli, path)
+    want = bit_columns(cap)
+    assert [n for n, _ in got] == list(want)
+    for name, bits in got:
+        assert np.array_equal(bits, want[name]), name
+
+
+@pytest.mark.sigrok
+def test_sigrok_cli_ignores_our_extras(tmp_path, sigrok_cli):
+    """State captures keep mode and timestamps in members sigrok never opens."""
+    ts = np.arange(64, dtype=np.int64) * 30_000 + np.repeat([0, 7], 32)
+    vals = (np.arange(64) // 3) % 2
+    cap = Capture.from_arrays({"FRAME#": vals}, TimeBase.state(timestamps_ps=ts))
+    write_sr(cap, tmp_path / "s.sr")
+    with zipfile.ZipFile(tmp_path / "s.sr") as zf:
+        extra = json.loads(zf.read(EXTRA_MEMBER))
+        assert extra["mode"] == "state" and extra["timestamps"]
+    got = sigrok_bits(sigrok_cli, tmp_path / "s.sr")
+    assert got[0][0] == "FRAME#" and np.array_equal(got[0][1], vals)
+
+
+@pytest.mark.sigrok
+def test_we_read_what_sigrok_writes(tmp_path, sigrok_cli):
+    import subprocess
+    out = tmp_path / "demo.sr"
+    subprocess.run([sigrok_cli, "-d", "demo", "--samples", "300", "-o", str(out)], check=True,
+                   capture_output=True, timeout=60)
+    cap = open_capture(out)
+    assert cap.num_samples == 300
+    got = sigrok_bits(sigrok_cli, out)
+    data = cap.read()
+    for name, bits in got:
+        assert np.array_equal(data[name], bits), name
+
+
+# -- corrupt inputs ------------------------------------------------------------------------
+
+def _valid(tmp_path) -> bytes:
+    cap = Capture.from_arrays({"A": np.arange(5000) % 2, "B": np.arange(5000) % 3 == 0},
+                              TimeBase.timing(1e6))
+    write_sr(cap, tmp_path / "ok.sr")
+    return (tmp_path / "ok.sr").read_bytes()
+
+
+def test_truncated_zip(tmp_path):
+    data = _valid(tmp_path)
+    bad = tmp_path / "cut.sr"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(PcitraceError) as e:
+        open_capture(bad)
+    assert "cut.sr" in str(e.value) and "zip" in str(e.value)
+
+
+def test_missing_metadata(tmp_path):
+    make_sr(tmp_path / "m.sr", {"version": b"2", "logic-1-1": b"\0" * 10})
+    with pytest.raises(PcitraceError, match="m.sr.*metadata"):
+        open_capture(tmp_path / "m.sr")
+
+
+def test_chunk_not_multiple_of_unitsize(tmp_path):
+    make_sr(tmp_path / "u.sr", {"version": b"2", "metadata": metadata([f"D{i}" for i in range(9)], 2),
+                                "logic-1-1": b"\0" * 4, "logic-1-2": b"\0" * 7})
+    with pytest.raises(PcitraceError) as e:
+        open_capture(tmp_path / "u.sr")
+    msg = str(e.value)
+    assert "u.sr" in msg and "logic-1-2" in msg and "unitsize" in msg
+
+
+def test_zip_bomb_declared_size(tmp_path):
+    """A member whose directory entry claims an absurd size is refused before inflating."""
+    path = tmp_path / "bomb.sr"
+    make_sr(path, {"version": b"2", "metadata": metadata(["A"], 1), "logic-1-1": b"\0" * 1000})
+    data = bytearray(path.read_bytes())
+    # patch the uncompressed size of logic-1-1 in its local header and central directory
+    name = b"logic-1-1"
+    for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        i = 0
+        while True:
+            i = data.find(sig, i)
+            if i < 0:
+                break
+            nlen = struct.unpack_from("<H", data, i + (26 if sig == b"PK\x03\x04" else 28))[0]
+            hdr = 30 if sig == b"PK\x03\x04" else 46
+            if data[i + hdr:i + hdr + nlen] == name:
+                struct.pack_into("<I", data, i + off, 0xFFFFFFF0)
+            i += 4
+    path.write_bytes(bytes(data))
+    with pytest.raises(PcitraceError) as e:
+        open_capture(path)
+    assert "bomb.sr" in str(e.value) and "logic-1-1" in str(e.value) and "zip bomb" in str(e.value)
+
+
+def test_corrupt_chunk_data_names_member(tmp_path):
+    path = tmp_path / "crc.sr"
+    rng = np.random.default_rng(1)
+    make_sr(path, {"version": b"2", "metadata": metadata(["A"], 1),
+                   "logic-1-1": rng.integers(0, 256, 4000, dtype=np.uint8).tobytes()},
+            compression=zipfile.ZIP_STORED)
+    data = bytearray(path.read_bytes())
+    i = data.find(b"logic-1-1") + len(b"logic-1-1") + 100
+    data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    cap = open_capture(path)
+    with pytest.raises(PcitraceError, match="crc.sr.*logic-1-1"):
+        cap.read()
+
+
+def test_bad_metadata_values(tmp_path):
+    make_sr(tmp_path / "b.sr", {"version": b"2", "metadata": metadata(["A"], 0), "logic-1-1": b""})
+    with pytest.raises(PcitraceError, match="unitsize"):
+        open_capture(tmp_path / "b.sr")
+    make_sr(tmp_path / "c.sr", {"version": b"7", "metadata": metadata(["A"], 1), "logic-1-1": b""})
+    with pytest.raises(PcitraceError, match="version"):
+        open_capture(tmp_path / "c.sr")
+
+
+def test_not_a_zip(tmp_path):
+    (tmp_path / "t.sr").write_text("hello")
+    with pytest.raises(PcitraceError, match="t.sr"):
+        open_capture(tmp_path / "t.sr")
+
+
+def test_corrupt_extras(tmp_path):
+    make_sr(tmp_path / "e.sr", {"version": b"2", "metadata": metadata(["A"], 1), "logic-1-1": b"\1\0",
+                                EXTRA_MEMBER: b"{not json"})
+    with pytest.raises(PcitraceError, match=EXTRA_MEMBER):
+        open_capture(tmp_path / "e.sr")
