@@ -28,8 +28,9 @@ class AnalysisOptions:
     csr_split_factor: float = 3.0        # no AD: ... unless the gap is this many times the usual one (0 = off)
     classification: str = "auto"         # auto | gnt+bar | gnt | bar | length
     csr_max_data_phases: int = 1         # 'length' / 'gnt' rules: CSR accesses are this short
-    transfer_gap_clocks: int = 0         # no AD: master-ended bursts this close also form one transfer (0 = off)
+    transfer_gap_clocks: int = 16        # AD: a master-ended burst continued this soon at the next address is one transfer
     descriptor_gap_clocks: int = 32      # no C/BE#: a small transfer this close before frame data is its descriptor
+    descriptor_bytes: int = 16           # one DMA descriptor (Intel PRO/1000, most NICs)
     max_control_bytes: int = 64          # DMA transfers up to this size are descriptors / status, larger = frame data
     window_us: float | None = None       # rolling occupancy window; None = auto
     window_step: float = 0.5             # step as a fraction of the window
@@ -194,7 +195,8 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     plain = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=np.zeros(len(records), bool),
                           split_factor=0.0) if have_ad else None
     packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
-                                 have_ad=have_ad, records=records, classes=classes, plain_groups=plain)
+                                 have_ad=have_ad, records=records, classes=classes, plain_groups=plain,
+                                 csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes)
     split = split_clocks(records, classes, facts.clocks, facts.mode)
 
     t0, t1 = float(facts.start_ps), float(facts.start_ps) + facts.duration_ps

@@ -21,7 +21,9 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   Without C/BE# (direction unknown) a small transfer that the next frame data follows within
   ``descriptor_gap`` is a descriptor fetch, any other a status write-back.
 - **Packet** = one data transfer; direction tx (NIC reads the frame) or rx (NIC writes it).
-  Descriptor fetches go to the next packet's data. Status write-backs go in ring order: each to
+  Descriptor fetches go in ring order: a fetch of n descriptors (bytes / ``descriptor_bytes``)
+  serves the next n packets (of the direction of the next data DMA) whose data follows it and
+  that no earlier fetch served. Status write-backs go in ring order: each to
   the earliest packet whose data ended before it and that has none yet (with AD, first to the
   packet that fetched that very descriptor), since a transmit write-back may come after the
   frame left on the wire, past the next packet's DMA.
@@ -145,6 +147,73 @@ def dma_bursts(records: np.ndarray, classes: np.ndarray, dirs: np.ndarray, perio
 _TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
 
 
+def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
+                  gap_ps: float, period_ps: float, max_control_bytes: int) -> np.ndarray:
+    """Transfer number per burst (numbered in order of first burst).
+
+    NICs interleave: a descriptor fetch for the next frame may fall between two bursts of this
+    frame's data, so a burst continues any open transfer, not just the previous burst.
+    With AD: a burst continues the transfer whose next address it starts at (a PCI-X split
+    request advances by its byte count) if the target cut that transfer short or the master went
+    on within ``gap_ps`` (a master splitting a buffer itself); a split completion continues the
+    latest read.
+    Without AD: a transfer the target cut short (retry, disconnect, split response) stays open
+    and the next burst in its direction continues it, unless that burst is a small one the master
+    ended itself (an interleaved descriptor fetch / write-back), which stands alone.
+    """
+    m = rec.size
+    tid = np.empty(m, np.int64)
+    cmd = rec["command"].tolist()
+    term = rec["termination"].tolist()
+    addr = rec["address"].tolist()
+    nbytes = rec["bytes"].tolist()
+    bcount = rec["byte_count"].tolist()
+    dirs = d.tolist()
+    starts, ends = start.tolist(), end.tolist()
+    n = 0
+    expect: dict = {}          # (direction, next address) -> transfer
+    open_by_dir: dict = {}     # direction -> transfer left open by the target (no AD)
+    last_read = -1
+    last_end: dict = {}        # transfer -> end time of its last burst
+    target_ended: dict = {}    # transfer -> its last burst was cut short by the target
+    for i in range(m):
+        t = -1
+        if cmd[i] == "split_completion" and last_read >= 0:
+            t = last_read
+        elif have_ad:
+            t = expect.pop((dirs[i], addr[i]), -1)
+            # Descriptor rings are contiguous too: a master-ended transfer is only continued
+            # straight away (a master splitting a buffer at cache lines), not microseconds later.
+            if t >= 0 and not target_ended[t] and starts[i] - last_end[t] - period_ps > gap_ps:
+                t = -1
+        else:
+            o = open_by_dir.get(dirs[i], -1)
+            small_own = nbytes[i] <= max_control_bytes and term[i] not in _TARGET_ENDED
+            if o >= 0 and not small_own:
+                t = o
+        if t < 0:
+            t = n
+            n += 1
+        tid[i] = t
+        last_end[t] = ends[i]
+        target_ended[t] = term[i] in _TARGET_ENDED
+        if cmd[i] != "split_completion":
+            if dirs[i] == READ:
+                last_read = t
+            if have_ad:
+                adv = bcount[i] if term[i] == "split_response" and bcount[i] > 0 else nbytes[i]
+                expect[(dirs[i], addr[i] + adv)] = t
+            elif term[i] in _TARGET_ENDED:
+                open_by_dir[dirs[i]] = t
+            elif open_by_dir.get(dirs[i], -1) == t or not (nbytes[i] <= max_control_bytes):
+                open_by_dir.pop(dirs[i], None)
+        if have_ad and len(expect) > 64:
+            # Only recent transfers can continue; keep the table small.
+            for key in list(expect)[: len(expect) - 64]:
+                del expect[key]
+    return tid
+
+
 def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
                   gap_ps: float, period_ps: float, max_control_bytes: int,
                   descriptor_gap_ps: float) -> np.ndarray:
@@ -154,37 +223,18 @@ def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, 
         return np.zeros(0, TRANSFER_DTYPE)
     rec = records[bursts["record"]]
     d = bursts["direction"]
-    same_dir = d[1:] == d[:-1]
-    idle = bursts["start_ps"][1:] - bursts["end_ps"][:-1] - period_ps
-    completion = rec["command"] == "split_completion"
-    # A split completion always continues the read it answers, however long the completer took.
-    follows = completion[1:] & (d[:-1] == READ)
-    if have_ad:
-        split_req = (rec["termination"] == "split_response") & (rec["byte_count"] > 0)
-        advance = np.where(split_req, rec["byte_count"], rec["bytes"]).astype(np.uint64)
-        expect = rec["address"] + advance
-        # After completions, the next request continues from the last request's end.
-        src = np.maximum.accumulate(np.where(~completion, np.arange(m), -1))
-        has_src = src >= 0
-        carried = np.where(has_src, expect[np.maximum(src, 0)], np.uint64(0))
-        contiguous = (rec["address"][1:] == carried[:-1]) & has_src[:-1]
-        merge = same_dir & ((~completion[1:] & contiguous) | follows)
-    else:
-        # No addresses: a burst the target cut short (retry, disconnect, split response) is
-        # resumed by the next burst of the same direction; one the master ended is complete.
-        resumed = np.isin(rec["termination"][:-1], _TARGET_ENDED)
-        merge = same_dir & (resumed | follows)
-        if gap_ps > 0:
-            merge |= same_dir & (idle <= gap_ps)
-    brk = np.r_[True, ~merge]
-    tid = np.cumsum(brk) - 1
+    tid = _group_bursts(rec, d, bursts["start_ps"], bursts["end_ps"], have_ad=have_ad, gap_ps=gap_ps,
+                        period_ps=period_ps, max_control_bytes=max_control_bytes)
     bursts["transfer"] = tid
-    n = int(tid[-1]) + 1
-    heads = np.flatnonzero(brk)
-    tails = np.r_[heads[1:] - 1, m - 1]
+    # Transfers are numbered by their first burst, so heads are where a new number first appears.
+    first_seen = np.r_[True, tid[1:] > np.maximum.accumulate(tid)[:-1]]
+    heads = np.flatnonzero(first_seen)
+    n = int(tid.max()) + 1
     t = np.zeros(n, TRANSFER_DTYPE)
     t["start_ps"] = bursts["start_ps"][heads]
-    t["end_ps"] = bursts["end_ps"][tails]
+    ends = np.full(n, np.iinfo(np.int64).min)
+    np.maximum.at(ends, tid, bursts["end_ps"])
+    t["end_ps"] = ends
     t["span_ps"] = t["end_ps"] - t["start_ps"] + period_ps
     t["bytes"] = np.bincount(tid, weights=bursts["bytes"], minlength=n).astype(np.int64)
     t["bursts"] = np.bincount(tid, minlength=n)
@@ -203,6 +253,35 @@ def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, 
                                  DESCRIPTOR, STATUS)
     t["kind"] = kind
     return t
+
+
+def _assign_fetches(transfers: np.ndarray, desc: np.ndarray, ds: np.ndarray, pdir: np.ndarray,
+                    descriptor_bytes: int) -> np.ndarray:
+    """Packet of each descriptor fetch (-1 = none), in ring order.
+
+    A fetch belongs to the ring of the next data DMA after it (transmit or receive; the
+    direction of that packet). Within a ring a fetch of n descriptors (bytes /
+    ``descriptor_bytes``) serves the next n packets of that direction whose data DMA starts
+    after it and that no earlier fetch served; the fetch counts as the descriptor fetch of the
+    first of them. Under a transmit backlog the NIC fetches descriptors as the driver posts
+    them, long before it reads the frames, so "the next data transfer" would be the wrong packet.
+    """
+    owner = np.full(desc.size, -1, np.int64)
+    by_dir = {d: np.flatnonzero(pdir == d) for d in np.unique(pdir)}
+    served = {d: 0 for d in by_dir}     # position in by_dir[d] of the first unserved packet
+    for k, i in enumerate(desc):
+        t0 = transfers["start_ps"][i]
+        nxt = int(np.searchsorted(ds, t0, side="right"))
+        if nxt >= ds.size:
+            continue
+        d = pdir[nxt]
+        mine = by_dir[d]
+        first = max(served[d], int(np.searchsorted(mine, nxt)))
+        if first >= mine.size:
+            continue
+        owner[k] = mine[first]
+        served[d] = first + max(1, int(transfers["bytes"][i]) // max(descriptor_bytes, 1))
+    return owner
 
 
 def _assign_status(transfers: np.ndarray, status: np.ndarray, de: np.ndarray, desc_owner: dict,
@@ -238,20 +317,46 @@ def _access_keys(records: np.ndarray, idx: np.ndarray) -> list[tuple]:
     return list(zip(records["command"][idx].tolist(), records["address"][idx].tolist()))
 
 
-def _learn_signature(seqs: list[list[tuple]]) -> list[tuple]:
-    """Longest run of accesses that ends a majority of the given access sequences."""
-    need = len(seqs) / 2
+def _suffix_match(keys: list, sig: list) -> int:
+    """Index where ``sig`` starts when matched backwards as a subsequence ending at the last
+    access of ``keys`` (so the routine's last access is the sequence's last), or -1."""
+    if not sig:
+        return len(keys)
+    if not keys or keys[-1] != sig[-1]:
+        return -1
+    j = len(sig) - 1
+    for i in range(len(keys) - 1, -1, -1):
+        if keys[i] == sig[j]:
+            j -= 1
+            if j < 0:
+                return i
+    return -1
+
+
+def _learn_signature(seqs: list[list[tuple]], first: int = 8, share: float = 0.4) -> list[tuple]:
+    """The driver's send routine, learnt from the first ``first`` sends of the capture.
+
+    Before the first interrupt the driver has nothing else to do, so the first sends show the
+    routine alone; later ones may have an interrupt service routine in front of or interleaved
+    with it. The routine's last access is the most common last access; it then grows one access
+    to the front at a time: the access most often found right in front of the part matched so
+    far, as long as the extended routine still matches (as a subsequence ending with the
+    sequence's last access) the first send and at least ``share`` of the sequences.
+    """
+    seqs = [s for s in seqs if s][:first]
+    need = max(2.0, share * len(seqs))
     sig: list = []
     while True:
-        k = len(sig) + 1
         votes: dict = {}
         for keys in seqs:
-            if len(keys) >= k and keys[len(keys) - len(sig):] == sig:
-                votes[keys[-k]] = votes.get(keys[-k], 0) + 1
+            pos = _suffix_match(keys, sig)
+            if pos > 0:
+                votes[keys[pos - 1]] = votes.get(keys[pos - 1], 0) + 1
         if not votes:
             return sig
-        best, n = max(votes.items(), key=lambda kv: kv[1])
-        if n < need:
+        best = max(votes.items(), key=lambda kv: kv[1])[0]
+        n = sum(_suffix_match(keys, [best] + sig) >= 0 for keys in seqs)
+        if n < need or _suffix_match(seqs[0], [best] + sig) < 0:
             return sig
         sig = [best] + sig
 
@@ -290,7 +395,15 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
         return out
 
     members = members_of(groups)
-    sig = _learn_signature([[keys_all[r] for r in members[gi] if accepted[r]] for gi in setup])
+    if search_groups is not None:
+        # Learn from whole routines: the time-only group holding each send's last access, up to it.
+        plain_members = members_of(search_groups)
+        holder = np.searchsorted(search_groups["first_record"], groups["last_record"][setup], side="right") - 1
+        learn = [[keys_all[r] for r in plain_members[h] if accepted[r] and r <= last]
+                 for h, last in zip(holder, groups["last_record"][setup])]
+    else:
+        learn = [[keys_all[r] for r in members[gi] if accepted[r]] for gi in setup]
+    sig = _learn_signature(learn)
     L = len(sig)
     if L == 0:
         return None
@@ -357,8 +470,8 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
 
 def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period_ps: float,
             bus_width: int, have_ad: bool = False, records: np.ndarray | None = None,
-            classes: np.ndarray | None = None, plain_groups: np.ndarray | None = None
-            ) -> tuple[np.ndarray, np.ndarray]:
+            classes: np.ndarray | None = None, plain_groups: np.ndarray | None = None,
+            csr_gap_ps: float = 2e6, descriptor_bytes: int = 16) -> tuple[np.ndarray, np.ndarray]:
     """(packets, groups): one row per data transfer; assigns transfers['packet'] and the groups'
     'setup' / 'packets' (groups may be split, see split_setup_routines, so they are returned)."""
     data_idx = np.flatnonzero(transfers["kind"] == DATA)
@@ -377,10 +490,9 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     p["data_dma_ps"] = transfers["span_ps"][data_idx]
     p["data_dma_ideal_ps"] = p["data_bytes"] / (bus_width / 8) * period_ps
 
-    # Descriptor fetches belong to the next packet's data; write-backs in ring order.
+    # Descriptor fetches and write-backs both go in ring order.
     desc = np.flatnonzero(transfers["kind"] == DESCRIPTOR)
-    d_owner = np.searchsorted(ds, transfers["start_ps"][desc], side="left")
-    d_owner[d_owner >= P] = -1
+    d_owner = _assign_fetches(transfers, desc, ds, p["direction"], descriptor_bytes)
     transfers["packet"][desc] = d_owner
     desc_owner = {}
     for i, j in zip(desc, d_owner):
@@ -425,7 +537,12 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     if groups.size:
         g, ok = setup_groups(groups)
         if have_ad and records is not None:
-            split = split_setup_routines(groups, records, classes, g, ok & (p["direction"] == READ), first,
+            # Learn the send routine from sends the NIC acted on at once (no transmit backlog).
+            prompt = ok & (p["direction"] == READ)
+            prompt &= first - groups["end_ps"][np.maximum(g, 0)] <= csr_gap_ps
+            if prompt.sum() < 2:
+                prompt = ok & (p["direction"] == READ)
+            split = split_setup_routines(groups, records, classes, g, prompt, first,
                                          p["direction"] != WRITE, search_groups=plain_groups)
             if split is not None:
                 groups, g = split

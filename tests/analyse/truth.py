@@ -9,27 +9,26 @@ from pcitrace.analyse.classify import READ, WRITE
 
 def expected_packets(truth: dict, bus: str) -> list[dict]:
     """Per packet that moved data on ``bus``: what the analyser must find (times in ps)."""
+    recs = truth["records"]
     out = []
+
+    def status_end(indices):
+        st = [recs[i] for i in indices if recs[i]["purpose"] == "status_write"]
+        return st[-1]["end_ps"] if st else None
+
     for pk in truth["packets"]:
         if pk["send_bus"] == bus and pk["tx_bytes"] > 0:
-            data = [r for r in pk["tx_dma"] if r["purpose"] in ("data_read", "split_completion") and r["bytes"]]
-            reqs = [r for r in pk["tx_dma"] if r["purpose"] == "data_read"]
-            status = [r for r in pk["tx_dma"] if r["purpose"] == "status_write"]
-            out.append({"seq": pk["seq"], "dir": READ,
-                        "data_start_ps": min(r["start_ps"] for r in reqs or data), "data_bytes": pk["tx_bytes"],
-                        "data_end_ps": max(r["end_ps"] for r in data),
+            out.append({"seq": pk["seq"], "dir": READ, "data_start_ps": pk["tx_data_start_ps"],
+                        "data_bytes": pk["tx_bytes"],
                         "csr_setup_ps": pk["csr_setup_ps"] if pk["csr_setup_ps"] >= 0 else None,
                         "csr_group_end_ps": pk["csr_end_ps"], "csr_start_ps": pk["csr_start_ps"],
-                        "status_end_ps": status[-1]["end_ps"] if status else None,
+                        "status_end_ps": status_end(pk["tx_dma_records"]),
                         "interrupt_delay_ps": pk["tx_interrupt_delay_ps"] if pk["tx_interrupt_delay_ps"] >= 0 else None,
                         "irq_start_ps": pk["tx_irq_csr_start_ps"]})
         if pk["recv_bus"] == bus and pk["rx_bytes"] > 0 and not pk["lost"]:
-            data = [r for r in pk["rx_dma"] if r["purpose"] == "data_write"]
-            status = [r for r in pk["rx_dma"] if r["purpose"] == "status_write"]
-            out.append({"seq": pk["seq"], "dir": WRITE,
-                        "data_start_ps": data[0]["start_ps"], "data_bytes": pk["rx_bytes"],
-                        "data_end_ps": data[-1]["end_ps"], "csr_setup_ps": None,
-                        "status_end_ps": status[-1]["end_ps"] if status else None,
+            out.append({"seq": pk["seq"], "dir": WRITE, "data_start_ps": pk["rx_data_start_ps"],
+                        "data_bytes": pk["rx_bytes"], "csr_setup_ps": None,
+                        "status_end_ps": status_end(pk["rx_dma_records"]),
                         "interrupt_delay_ps": pk["rx_interrupt_delay_ps"] if pk["rx_interrupt_delay_ps"] >= 0 else None,
                         "irq_start_ps": pk["rx_irq_csr_start_ps"]})
     out.sort(key=lambda e: e["data_start_ps"])

@@ -1,0 +1,281 @@
+"""Wire-to-PCI delays: each frame on a probed link matched to the DMA that sent it and the DMA
+that delivered it, and the per-packet causal chain
+
+    CSR setup -> send DMA (first data word) -> wire start -> wire end
+              -> receive DMA (first data word) -> receive interrupt (next CSR group)
+
+with ``send_pci_to_wire`` = wire start - send first word, ``wire_to_recv_pci`` = receive first
+word - wire end, ``pci_to_pci`` = receive first word - send first word (the seed papers' "send
+PCI -> receive PCI") and ``wire_time`` = wire end - wire start.
+
+Matching (never by force):
+1. Sequence numbers, when both sides show them (GMII bytes give the frame's UDPmon number;
+   ``packet_seq`` maps a bus's packets to the numbers read from their DMA'd payload).
+2. Otherwise by time, in order and causally (send DMA before the wire start, receive DMA
+   after it): the delay is followed from frame to frame, because a transmit queue makes it
+   drift, and each frame takes the unused DMA nearest to where the last delay puts it, within
+   ``tolerance`` (default: half the median frame spacing, at least 1 us). A frame the
+   receiver dropped therefore keeps no receive DMA, and a DMA whose frame the probe never
+   saw stays unmatched.
+Which bus sends on a link is taken from the caller or found as the bus whose transmit DMAs
+best precede the link's frames (and the receive bus the one whose receive DMAs follow them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pcitrace.analyse import packets as pk
+from pcitrace.analyse.classify import READ, WRITE
+from pcitrace.analyse.stats import Distribution
+
+MATCHED, NO_SEND_DMA, NO_RECV_DMA, UNMATCHED = "matched", "no_send_dma", "no_recv_dma", "unmatched"
+
+CHAIN_DTYPE = np.dtype([
+    ("frame", np.int64),               # index in the link's frame array
+    ("seq", np.int64),                 # UDPmon frame number when known, else -1
+    ("send_packet", np.int64), ("recv_packet", np.int64),   # packet indices or -1
+    ("csr_setup_start_ps", np.int64),  # send packet's setup group start, -1 if none
+    ("send_first_word_ps", np.int64),
+    ("wire_start_ps", np.int64), ("wire_end_ps", np.int64),
+    ("recv_first_word_ps", np.int64),
+    ("recv_interrupt_ps", np.int64),   # start of the CSR group that serviced the receive, -1
+    ("send_pci_to_wire_ps", np.int64), ("wire_time_ps", np.int64),
+    ("wire_to_recv_pci_ps", np.int64), ("pci_to_pci_ps", np.int64),
+    ("status", "U16"),
+])
+
+CHAIN_FIGURES = {
+    "send_pci_to_wire_us": "send_pci_to_wire_ps",
+    "wire_time_us": "wire_time_ps",
+    "wire_to_recv_pci_us": "wire_to_recv_pci_ps",
+    "pci_to_pci_us": "pci_to_pci_ps",
+}
+
+
+@dataclasses.dataclass
+class LinkChain:
+    link: str
+    send_bus: str | None
+    recv_bus: str | None
+    chain: np.ndarray                 # CHAIN_DTYPE, one row per frame
+    unmatched_send: np.ndarray        # send-bus tx packet indices with no frame
+    unmatched_recv: np.ndarray        # recv-bus rx packet indices with no frame
+    method: str                       # 'sequence' | 'time' | 'none'
+    distributions: dict[str, Distribution]
+
+    def counts(self) -> dict:
+        s = self.chain["status"]
+        return {"frames": int(len(s)), "matched": int((s == MATCHED).sum()),
+                "no_send_dma": int((s == NO_SEND_DMA).sum()), "no_recv_dma": int((s == NO_RECV_DMA).sum()),
+                "unmatched": int((s == UNMATCHED).sum()),
+                "unmatched_send_dmas": int(len(self.unmatched_send)),
+                "unmatched_recv_dmas": int(len(self.unmatched_recv))}
+
+
+def first_words(bus_analysis, words: np.ndarray) -> np.ndarray:
+    """Per packet, the time of its first data word (first data phase of its first data burst);
+    -1 for a packet whose data moved no word."""
+    ba = bus_analysis
+    n = len(ba.packets)
+    out = np.full(n, -1, np.int64)
+    if n == 0 or len(ba.bursts) == 0:
+        return out
+    b = ba.bursts
+    tr = ba.transfers[b["transfer"]]
+    keep = (tr["kind"] == pk.DATA) & (tr["packet"] >= 0) & (b["data_phases"] > 0)
+    if not keep.any():
+        return out
+    b, pkt = b[keep], tr["packet"][keep]
+    order = np.lexsort((b["start_ps"], pkt))
+    b, pkt = b[order], pkt[order]
+    first = np.ones(len(pkt), bool)
+    first[1:] = pkt[1:] != pkt[:-1]
+    recs = ba.records[b["record"][first]]
+    t = words["time_ps"][recs["data_index"]] if len(words) else recs["start_ps"]
+    out[pkt[first]] = t
+    return out
+
+
+def _match_causal(anchor: np.ndarray, cand: np.ndarray, *, before: bool, tol: float,
+                  window: float) -> np.ndarray:
+    """Pair each anchor (a frame's wire start or end, sorted) with a candidate DMA time
+    (sorted): the send DMA strictly before the wire start, the receive DMA after it.
+
+    The delay is followed from frame to frame (a transmit queue makes it drift): each frame
+    takes the unused candidate nearest to anchor -/+ the last matched delay, within ``tol``;
+    the first frame, and any frame after a long unmatched run, takes the earliest causal
+    candidate within ``window``. Pairs stay in order and a candidate is used once; -1 = none.
+    """
+    out = np.full(len(anchor), -1, np.int64)
+    if len(anchor) == 0 or len(cand) == 0:
+        return out
+    lo = 0                 # candidates below lo are used or passed
+    delay = None           # last matched |anchor - candidate|
+    misses = 0
+    for i, a in enumerate(anchor):   # one step per frame, not per sample
+        if before:
+            hi = int(np.searchsorted(cand, a, side="left"))       # cand[:hi] < a
+            pool_lo, pool_hi = lo, hi
+        else:
+            pool_lo = max(lo, int(np.searchsorted(cand, a, side="right")))  # cand > a
+            pool_hi = len(cand)
+        if pool_lo >= pool_hi:
+            misses += 1
+            continue
+        if delay is None or misses > 3:
+            # (re)acquire: the earliest causal candidate within the window
+            if before:
+                k = int(np.searchsorted(cand, a - window, side="left"))
+                k = max(k, pool_lo)
+            else:
+                k = pool_lo
+            if k < pool_hi and abs(a - cand[k]) <= window:
+                out[i] = k
+                delay = abs(a - cand[k])
+                lo = k + 1
+                misses = 0
+            else:
+                misses += 1
+            continue
+        want = a - delay if before else a + delay
+        j = int(np.searchsorted(cand, want))
+        best, bd = -1, tol
+        for k in (j - 1, j):
+            if pool_lo <= k < pool_hi:
+                d = abs(cand[k] - want)
+                if d <= bd:
+                    best, bd = k, d
+        if best >= 0:
+            out[i] = best
+            delay = abs(a - cand[best])
+            lo = best + 1
+            misses = 0
+        else:
+            misses += 1
+    return out
+
+
+def _side(anchor: np.ndarray, t: np.ndarray, after: bool, tol: float | None, spacing: float):
+    tol = tol if tol is not None else max(1e6, spacing / 2)
+    return _match_causal(anchor, t, before=not after, tol=tol, window=max(4 * spacing, 50e6)), None
+
+
+def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
+               send_bus: str | None = None, recv_bus: str | None = None,
+               tolerance_ps: float | None = None,
+               packet_seq: dict[str, np.ndarray] | None = None) -> LinkChain:
+    """Match the frames of one probed link to DMAs on the PCI buses of ``analysis``."""
+    frames = frames[~frames["truncated"]] if len(frames) else frames
+    n = len(frames)
+    ws, we = frames["wire_start_ps" if "wire_start_ps" in frames.dtype.names else "start_ps"], frames["end_ps"]
+    ws = np.asarray(ws, np.int64)
+    we = np.asarray(we, np.int64)
+    spacing = float(np.median(np.diff(ws))) if n > 2 else 11e6
+    buses = analysis.buses
+
+    def tx_rx(name, direction):
+        ba = buses[name]
+        fw = first_words(ba, words)
+        sel = np.flatnonzero((ba.packets["direction"] == direction) & (fw >= 0))
+        return ba, sel, fw[sel]
+
+    def score(name, direction, after):
+        _, sel, t = tx_rx(name, direction)
+        if not len(t) or not n:
+            return -1
+        anchor = we if after else ws
+        m, _ = _side(anchor, t, after, tolerance_ps, spacing)
+        return int((m >= 0).sum())
+
+    if send_bus is None and buses:
+        send_bus = max(buses, key=lambda b: score(b, READ, False))
+        if score(send_bus, READ, False) <= 0:
+            send_bus = None
+    if recv_bus is None and buses:
+        others = [b for b in buses if b != send_bus] or list(buses)
+        recv_bus = max(others, key=lambda b: score(b, WRITE, True))
+        if score(recv_bus, WRITE, True) <= 0:
+            recv_bus = None
+
+    chain = np.zeros(n, CHAIN_DTYPE)
+    chain["frame"] = np.arange(n)
+    chain["seq"] = frames["udpmon_seq"] if "udpmon_seq" in frames.dtype.names else -1
+    chain["wire_start_ps"], chain["wire_end_ps"] = ws, we
+    chain["wire_time_ps"] = we - ws
+    for f in ("send_packet", "recv_packet", "csr_setup_start_ps", "send_first_word_ps",
+              "recv_first_word_ps", "recv_interrupt_ps", "send_pci_to_wire_ps",
+              "wire_to_recv_pci_ps", "pci_to_pci_ps"):
+        chain[f] = -1
+    method = "none"
+    un_s = np.zeros(0, np.int64)
+    un_r = np.zeros(0, np.int64)
+
+    seqs = packet_seq or {}
+    have_frame_seq = n and "udpmon_seq" in frames.dtype.names and (frames["udpmon_seq"] >= 0).all()
+
+    for side, bus, direction in (("send", send_bus, READ), ("recv", recv_bus, WRITE)):
+        if bus is None:
+            continue
+        ba, sel, t = tx_rx(bus, direction)
+        if have_frame_seq and bus in seqs:
+            # by sequence number: exact, whatever the timing
+            pseq = np.asarray(seqs[bus])[sel]
+            lookup = {int(s): k for k, s in enumerate(pseq) if s >= 0}
+            m = np.array([lookup.get(int(s), -1) for s in frames["udpmon_seq"]], np.int64)
+            method = "sequence"
+        else:
+            anchor = ws if side == "send" else we
+            m, _ = _side(anchor, t, side == "recv", tolerance_ps, spacing)
+            method = "time" if method == "none" else method
+        hit = m >= 0
+        pidx = np.where(hit, sel[np.maximum(m, 0)] if len(sel) else -1, -1)
+        used = np.zeros(len(sel), bool)
+        used[m[hit]] = True
+        if side == "send":
+            chain["send_packet"] = pidx
+            chain["send_first_word_ps"] = np.where(hit, t[np.maximum(m, 0)] if len(t) else -1, -1)
+            g = ba.packets["setup_group"][np.maximum(pidx, 0)] if len(ba.packets) else np.full(n, -1)
+            ok = hit & (g >= 0)
+            chain["csr_setup_start_ps"] = np.where(ok, ba.groups["start_ps"][np.maximum(g, 0)]
+                                                   if len(ba.groups) else -1, -1)
+            un_s = sel[~used]
+        else:
+            chain["recv_packet"] = pidx
+            chain["recv_first_word_ps"] = np.where(hit, t[np.maximum(m, 0)] if len(t) else -1, -1)
+            g = ba.packets["interrupt_group"][np.maximum(pidx, 0)] if len(ba.packets) else np.full(n, -1)
+            ok = hit & (g >= 0)
+            chain["recv_interrupt_ps"] = np.where(ok, ba.groups["start_ps"][np.maximum(g, 0)]
+                                                  if len(ba.groups) else -1, -1)
+            un_r = sel[~used]
+
+    s_ok = chain["send_packet"] >= 0
+    r_ok = chain["recv_packet"] >= 0
+    chain["send_pci_to_wire_ps"] = np.where(s_ok, ws - chain["send_first_word_ps"], -1)
+    chain["wire_to_recv_pci_ps"] = np.where(r_ok, chain["recv_first_word_ps"] - we, -1)
+    chain["pci_to_pci_ps"] = np.where(s_ok & r_ok, chain["recv_first_word_ps"] - chain["send_first_word_ps"], -1)
+    chain["status"] = np.where(s_ok & r_ok, MATCHED, np.where(s_ok, NO_RECV_DMA,
+                               np.where(r_ok, NO_SEND_DMA, UNMATCHED)))
+
+    dists = {}
+    for name, field in CHAIN_FIGURES.items():
+        v = chain[field]
+        if field == "wire_time_ps":
+            dists[name] = Distribution.of(v, 1e-6)
+        else:
+            dists[name] = Distribution.of(v[v >= 0] if field != "wire_to_recv_pci_ps" else v[r_ok], 1e-6)
+    return LinkChain(link, send_bus, recv_bus, chain, un_s, un_r, method, dists)
+
+
+def link_chains(decode_result, analysis, **kwargs) -> dict[str, LinkChain]:
+    """A LinkChain for every probed link of a DecodeResult (``.frames``) analysed in ``analysis``."""
+    out = {}
+    for link, frames in (getattr(decode_result, "frames", None) or {}).items():
+        out[link] = link_chain(link, frames, analysis, decode_result.words, **kwargs)
+    return out
+
+
+__all__ = ["CHAIN_DTYPE", "CHAIN_FIGURES", "LinkChain", "link_chain", "link_chains", "first_words",
+           "MATCHED", "NO_SEND_DMA", "NO_RECV_DMA", "UNMATCHED"]
