@@ -45,7 +45,6 @@ import shutil
 import tempfile
 import zlib
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -220,21 +219,6 @@ def _scan_ids(buf: np.ndarray, body_start: int) -> set[bytes]:
         for u in np.unique(key).tolist():
             out.add(int(u).to_bytes(8, "little")[:L])
     return out
-
-
-def _find_line(path: str, body_start: int, ident: bytes) -> tuple[int, str]:
-    """Line number and text of the first change naming ``ident`` (error path only)."""
-    with open(path, "rb") as f:
-        head = f.read(body_start)
-        lineno = head.count(b"\n") + 1
-        for raw in f:
-            s = raw.strip()
-            if s and s[:1] in b"01xXzZuUwWhHlL-" and s[1:] == ident:
-                return lineno, s.decode("utf-8", "replace")
-            if s and s[:1] in b"bBrR" and s.split()[-1] == ident:
-                return lineno, s.decode("utf-8", "replace")
-            lineno += raw.count(b"\n")
-    return 0, ident.decode("utf-8", "replace")
 
 
 class VcdCapture(Capture):
@@ -418,65 +402,131 @@ _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
 
 
+def _dense_ids(declared: set[str]) -> bool:
+    """Whether the ids are the usual sequence '!', '"', ... (at most 94 of them).
+
+    wellen indexes such ids arithmetically; a change naming any other id then falls outside
+    its table and pywellen raises, so the file needs no separate identifier scan.
+    """
+    return len(declared) <= 94 and declared == {chr(33 + i) for i in range(len(declared))}
+
+
+def _find_undeclared(path: str, body_start: int, declared: set[str]) -> tuple[int, str, str] | None:
+    """(line, text, id) of the first change naming an undeclared id (error path, slow)."""
+    with open(path, "rb") as f:
+        lineno = f.read(body_start).count(b"\n") + 1
+        for raw in f:
+            s = raw.strip().decode("utf-8", "replace")
+            if s:
+                c = s[0]
+                ident = None
+                if c in "01xXzZuUwWhHlL-":
+                    ident = s[1:].strip()
+                elif c in "bBrR" and len(s.split()) > 1:
+                    ident = s.split()[-1]
+                if ident is not None and ident not in declared:
+                    return lineno, s, ident
+            lineno += raw.count(b"\n")
+    return None
+
+
+@contextlib.contextmanager
+def _rust_panics_quiet():
+    """Keep a pywellen panic's Rust backtrace off the terminal; the error says it in a line.
+
+    fd 2 goes to a temporary file while pywellen parses; anything written there is passed on
+    unless the parse failed.
+    """
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    failed = False
+    with tempfile.TemporaryFile() as tmp:
+        try:
+            os.dup2(tmp.fileno(), 2)
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not failed:
+                tmp.seek(0)
+                data = tmp.read()
+                if data:
+                    os.write(2, data)
+
+
 def read_vcd(path) -> Capture:
     """Open a .vcd or .vcd.gz file (see the module doc for the x/z rule and time bases)."""
     import pywellen
 
     path = os.fspath(path)
-    with _plain_vcd(path) as plain, ThreadPoolExecutor(1) as pool:
+    with _plain_vcd(path) as plain:
         header, body_start = _header_text(plain)
         extra = _pcitrace_comment(header)
         declared = set(re.findall(r"\$var\s+\S+\s+\d+\s+(\S+)\s+", header))
-        # numpy releases the GIL: the identifier check overlaps pywellen's parse
-        used_future = pool.submit(_body_ids, plain, body_start)
+
+        def undeclared_error():
+            bad = _find_undeclared(plain, body_start, declared)
+            if bad is None:
+                return None
+            lineno, text, ident = bad
+            return PcitraceError(f"value change {text!r} names identifier {ident!r}, which no "
+                                 "$var declares", path=path, where=f"line {lineno}",
+                                 fix="the VCD is corrupt; regenerate it or declare the signal "
+                                     "in the header")
+
+        if not _dense_ids(declared):
+            used = _body_ids(plain, body_start)
+            if any(u.decode("utf-8", "replace") not in declared for u in used):
+                raise undeclared_error() or PcitraceError(
+                    "a value change names an undeclared identifier", path=path,
+                    where="value changes", fix="the VCD is corrupt; regenerate it")
         gc_was = gc.isenabled()
         gc.disable()   # millions of small objects come and go below; none form cycles
         try:
-            try:
-                wave = pywellen.Waveform(plain)
-                vars_ = list(wave.all_vars())
-            except BaseException as exc:  # pywellen raises RuntimeError or pyo3 panics
-                if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
-                    raise
-                raise _wellen_error(path, exc, "VCD header") from None
-            ts = wave.timescale
-            unit_ps = _UNIT_PS.get(str(ts.unit).strip()) if ts is not None else 1
-            if unit_ps is None:
-                raise PcitraceError(f"unsupported timescale unit {ts.unit!r}", path=path,
-                                    where="$timescale", fix="use s, ms, us, ns, ps or fs")
-            tick_ps = (ts.factor if ts is not None else 1) * unit_ps
-            usable = [v for v in vars_ if not (v.is_real or v.is_string)]
-            skipped = [v.full_name for v in vars_ if v.is_real or v.is_string]
-            names = _channel_names(usable, PCITRACE_COMMENT if extra else None)
-            # Aliased vars (one id code, several names) share one signal.
-            raw: dict[str, tuple[np.ndarray, list]] = {}
-            keys = []
-            for v in usable:
-                key = str(v.signal_ref)
-                keys.append(key)
-                if key in raw:
-                    continue
+            with _rust_panics_quiet():
                 try:
-                    pairs = list(v.signal)
-                except BaseException as exc:
+                    wave = pywellen.Waveform(plain)
+                    vars_ = list(wave.all_vars())
+                except BaseException as exc:  # pywellen raises RuntimeError or pyo3 panics
                     if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
                         raise
-                    raise _wellen_error(path, exc, "value changes") from None
-                t = np.fromiter(map(_FIRST, pairs), dtype=np.int64, count=len(pairs))
-                raw[key] = (t, list(map(_SECOND, pairs)))
-                del pairs
+                    raise _wellen_error(path, exc, "VCD header") from None
+                ts = wave.timescale
+                unit_ps = _UNIT_PS.get(str(ts.unit).strip()) if ts is not None else 1
+                if unit_ps is None:
+                    raise PcitraceError(f"unsupported timescale unit {ts.unit!r}", path=path,
+                                        where="$timescale", fix="use s, ms, us, ns, ps or fs")
+                tick_ps = (ts.factor if ts is not None else 1) * unit_ps
+                usable = [v for v in vars_ if not (v.is_real or v.is_string)]
+                skipped = [v.full_name for v in vars_ if v.is_real or v.is_string]
+                names = _channel_names(usable, PCITRACE_COMMENT if extra else None)
+                # Aliased vars (one id code, several names) share one signal.
+                raw: dict[str, tuple[np.ndarray, list]] = {}
+                keys = []
+                for v in usable:
+                    key = str(v.signal_ref)
+                    keys.append(key)
+                    if key in raw:
+                        continue
+                    try:
+                        pairs = list(v.signal)
+                    except BaseException as exc:
+                        if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+                            raise
+                        raise (undeclared_error() or
+                               _wellen_error(path, exc, "value changes")) from None
+                    t = np.fromiter(map(_FIRST, pairs), dtype=np.int64, count=len(pairs))
+                    raw[key] = (t, list(map(_SECOND, pairs)))
+                    del pairs
         finally:
             if gc_was:
                 gc.enable()
-        used = used_future.result()
-        undeclared = sorted(u for u in used if u.decode("utf-8", "replace") not in declared)
-        if undeclared:
-            lineno, text = _find_line(plain, body_start, undeclared[0])
-            raise PcitraceError(f"value change {text!r} names identifier "
-                                f"{undeclared[0].decode('utf-8', 'replace')!r}, which no $var "
-                                "declares", path=path, where=f"line {lineno}",
-                                fix="the VCD is corrupt; regenerate it or declare the signal "
-                                    "in the header")
 
     nchanges = sum(len(t) for t, _ in raw.values())
     grid_rate = None

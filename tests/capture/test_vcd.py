@@ -1,0 +1,259 @@
+"""VCD reader (pywellen + what it lacks) and writer (sigrok-cli / GTKWave compatible)."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from pcitrace.capture import clocked_view, open_capture, write_sr, write_vcd
+from pcitrace.capture.model import Capture, TimeBase
+from pcitrace.capture.vcd import is_active_low
+from pcitrace.errors import PcitraceError
+
+from ._capture_helpers import SIGROK_RATES, bit_columns, captures, sigrok_bits
+
+HEADER = """$date today $end
+$version hand written $end
+$timescale {ts} $end
+$scope module top $end
+$var wire 1 ! clk $end
+$var wire 1 " FRAME# $end
+$var wire 4 # CBE [3:0] $end
+$var wire 1 $ data $end
+$scope module sub $end
+$var wire 1 % data $end
+$upscope $end
+$upscope $end
+$enddefinitions $end
+"""
+
+BODY = """#0
+$dumpvars
+0!
+z"
+bxxxx #
+x$
+0%
+$end
+#5
+1!
+0"
+b1z01 #
+#10
+0!
+1$
+#15
+1!
+b0110 #
+1%
+#20
+0!
+z"
+#25
+1!
+#30
+"""
+
+
+def write(tmp_path, text, name="t.vcd"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("ts,ps", [("1ns", 1000), ("10 ps", 10), ("1 ps", 1), ("100us", 100_000_000),
+                                   ("1 fs", 0.001)])
+def test_timescales(tmp_path, ts, ps):
+    cap = open_capture(write(tmp_path, HEADER.format(ts=ts) + BODY))
+    t, v = cap.change_times("clk")
+    assert t.tolist() == [int(round(x * ps)) for x in (0, 5, 10, 15, 20, 25)] or ps < 1
+    assert v.tolist() == [0, 1, 0, 1, 0, 1]
+
+
+def test_names_values_and_the_unknown_rule(tmp_path):
+    cap = open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY))
+    # same leaf name in two scopes: full names, without the common top scope
+    assert cap.channel_names == ["clk", "FRAME#", "CBE", "data", "sub.data"]
+    assert cap.channel("CBE").width == 4
+    # z on an active-low line reads deasserted (1), x elsewhere reads 0
+    t, v = cap.change_times("FRAME#")
+    assert v.tolist() == [1, 0, 1]
+    t, v = cap.change_times("CBE")
+    assert v.tolist() == [0, 0b1001, 0b0110]   # x -> 0, z bit -> 0
+    t, v = cap.change_times("data")
+    assert v.tolist() == [0, 1]
+    u = cap.metadata["unknown_counts"]
+    assert u["FRAME#"] == {"x": 0, "z": 2}
+    assert u["CBE"] == {"x": 1, "z": 1}
+    assert u["data"] == {"x": 1, "z": 0}
+    assert "clk" not in u
+
+
+def test_event_timed_samples(tmp_path):
+    cap = open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY))
+    assert cap.timebase.event_timed
+    assert cap.times_ps().tolist() == [0, 5000, 10000, 15000, 20000, 25000]
+    d = cap.read()
+    assert d["clk"].tolist() == [0, 1, 0, 1, 0, 1]
+    assert d["FRAME#"].tolist() == [1, 0, 0, 0, 1, 1]
+    assert d["CBE"].tolist() == [0, 9, 9, 6, 6, 6]
+
+
+def test_clocked_view_samples_just_before_rising_edges(tmp_path):
+    cap = open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY))
+    v = clocked_view(cap, "clk")
+    assert v.timebase.mode == "state"
+    assert v.times_ps().tolist() == [5000, 15000, 25000]
+    d = v.read()
+    # at #5 FRAME# falls with the edge: just before it, it was still 1 (z -> deasserted)
+    assert d["FRAME#"].tolist() == [1, 0, 1]
+    assert d["CBE"].tolist() == [0, 9, 6]
+    assert d["sub.data"].tolist() == [0, 0, 1]
+
+
+def test_gzip(tmp_path):
+    raw = (HEADER.format(ts="1ns") + BODY).encode()
+    p = tmp_path / "t.vcd.gz"
+    p.write_bytes(gzip.compress(raw))
+    cap = open_capture(p)
+    assert cap.change_times("clk")[1].tolist() == [0, 1, 0, 1, 0, 1]
+    bad = tmp_path / "cut.vcd.gz"
+    bad.write_bytes(gzip.compress(raw)[:40])
+    with pytest.raises(PcitraceError, match="cut.vcd.gz.*gzip"):
+        open_capture(bad)
+
+
+def test_undeclared_identifier_is_an_error_naming_the_line(tmp_path):
+    text = HEADER.format(ts="1ns") + BODY.replace("#10\n", "#10\n1?\n")
+    with pytest.raises(PcitraceError) as e:
+        open_capture(write(tmp_path, text, "u.vcd"))
+    msg = str(e.value)
+    assert "u.vcd" in msg and "'?'" in msg and "line 27" in msg
+    vec = HEADER.format(ts="1ns") + BODY.replace("#15\n", "#15\nb0101 @@\n")
+    with pytest.raises(PcitraceError, match="@@"):
+        open_capture(write(tmp_path, vec, "v.vcd"))
+
+
+def test_not_a_vcd(tmp_path):
+    with pytest.raises(PcitraceError, match="n.vcd"):
+        open_capture(write(tmp_path, "hello world\n", "n.vcd"))
+
+
+def test_aliases_share_changes(tmp_path):
+    text = """$timescale 1ns $end
+$scope module t $end
+$var wire 1 ! a $end
+$var wire 1 ! b $end
+$upscope $end
+$enddefinitions $end
+#0
+0!
+#3
+1!
+#4
+"""
+    cap = open_capture(write(tmp_path, text))
+    assert cap.channel_names == ["a", "b"]
+    assert cap.change_times("b")[1].tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("name,low", [("FRAME#", True), ("FRAME", True), ("/FRAME", True),
+                                      ("frame_n", True), ("send.IRDY", True), ("GNT#", True),
+                                      ("AD", False), ("PAR", False), ("clk", False), ("x_n", True),
+                                      ("data", False), ("IDSEL", False)])
+def test_active_low_names(name, low):
+    assert is_active_low(name) is low
+
+
+# -- round trips and sigrok ----------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cap=captures())
+def test_sr_vcd_sr_round_trip_is_bit_exact(tmp_path, cap):
+    write_sr(cap, tmp_path / "a.sr")
+    a = open_capture(tmp_path / "a.sr")
+    write_vcd(a, tmp_path / "b.vcd")
+    b = open_capture(tmp_path / "b.vcd")
+    write_sr(b, tmp_path / "c.sr")
+    c = open_capture(tmp_path / "c.sr")
+    assert c.channel_names == a.channel_names
+    assert c.num_samples == a.num_samples == cap.num_samples
+    assert c.timebase.mode == a.timebase.mode
+    assert c.timebase.rate_hz == pytest.approx(a.timebase.rate_hz)
+    da, dc = a.read(), c.read()
+    for k in da:
+        assert np.array_equal(da[k], dc[k]), k
+    assert (tmp_path / "a.sr").read_bytes() != b""
+
+
+def test_state_capture_with_timestamps_survives_vcd(tmp_path):
+    ts = np.array([0, 30_000, 60_000, 150_000, 180_000, 181_000], dtype=np.int64)
+    vals = np.array([1, 1, 0, 0, 1, 1])
+    cap = Capture.from_arrays({"FRAME#": vals, "AD": np.array([5, 5, 5, 7, 7, 7])},
+                              TimeBase.state(timestamps_ps=ts), widths={"AD": 3})
+    write_vcd(cap, tmp_path / "s.vcd")
+    back = open_capture(tmp_path / "s.vcd")
+    assert back.timebase.mode == "state"
+    assert back.num_samples == 6
+    assert np.array_equal(back.times_ps(), ts)
+    d = back.read()
+    assert np.array_equal(d["FRAME#"], vals)
+    assert d["AD0"].tolist() == [1, 1, 1, 1, 1, 1] and d["AD1"].tolist() == [0, 0, 0, 1, 1, 1]
+
+
+@pytest.mark.sigrok
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cap=captures(rates=SIGROK_RATES, max_samples=100))
+def test_sigrok_cli_imports_our_vcd(tmp_path, sigrok_cli, cap):
+    path = tmp_path / "s.vcd"
+    write_vcd(cap, path)
+    text = path.read_text()
+    assert "$enddefinitions" in text
+    ts = text.split("$timescale", 1)[1].split("$end", 1)[0].split()
+    tick_ps = int(ts[0]) * {"us": 10**6, "ns": 10**3, "ps": 1}[ts[1]]
+    k = int(round(1e12 / cap.timebase.rate_hz / tick_ps))
+    got = sigrok_bits(sigrok_cli, path)
+    want = bit_columns(cap)
+    assert len(got) == len(want)
+    for (name, bits), (wname, wbits) in zip(got, want.items()):
+        assert wname.endswith(name)
+        assert len(bits) >= (cap.num_samples - 1) * k + 1
+        assert np.array_equal(bits[::k][: cap.num_samples], wbits), wname
+
+
+def test_writer_output_is_plain_scalar_vcd(tmp_path):
+    cap = Capture.from_arrays({"send.AD": np.array([1, 2, 3]), "send.FRAME#": np.array([1, 0, 1])},
+                              TimeBase.timing(1e6), widths={"send.AD": 2})
+    write_vcd(cap, tmp_path / "w.vcd")
+    text = (tmp_path / "w.vcd").read_text()
+    assert "$var wire 1 " in text and "$var wire 2" not in text and "\nb" not in text
+    assert "$scope module send $end" in text
+    lines = text.strip().splitlines()
+    assert lines[-1] == "#3"   # closing timestamp one sample after the last
+    with pytest.raises(PcitraceError, match="white space"):
+        write_vcd(Capture.from_arrays({"a b": np.zeros(2)}, TimeBase.timing(1e6)), tmp_path / "x.vcd")
+
+
+def test_undeclared_identifier_with_free_form_ids(tmp_path):
+    """Ids outside the usual '!'.. sequence take the vectorised scan instead of wellen's check."""
+    text = """$timescale 1ns $end
+$scope module t $end
+$var wire 1 a0 clk $end
+$var wire 8 zz bus [7:0] $end
+$upscope $end
+$enddefinitions $end
+#0
+0a0
+b0 zz
+#1
+1a0
+1a1
+#2
+"""
+    with pytest.raises(PcitraceError, match=r"line 12.*'a1'"):
+        open_capture(write(tmp_path, text, "f.vcd"))
+    ok = open_capture(write(tmp_path, text.replace("1a1\n", "b101 zz\n"), "g.vcd"))
+    assert ok.change_times("bus")[1].tolist() == [0, 5]
