@@ -36,6 +36,14 @@ Binary class "json" (sigrok-cli -B pci=json): one JSON object per line.
 Times are samplenum * 1e12 / samplerate rounded (-1 without a sample rate); pcitrace maps
 the samples through the capture's own time base instead.
 
+Findings (warnings row, FINDING, "finding" lines), per docs/records.md: trdy_without_devsel,
+stop_without_devsel (not in a target abort), irdy_without_transaction, byte_enables_changed_in_wait,
+initial_latency (> 16 clocks to the first data phase), frame_reasserted, parity_error (PAR or
+PAR64 wrong on the clock after an address, attribute or completed data phase) and, with
+clock=clk, glitch (a control line changing twice between two CLK edges). C/BE# carry the
+command on the address clock only, so command_changed_in_wait is never raised: a C/BE#
+change while a data phase waits is byte_enables_changed_in_wait.
+
 libsigrokdecode 0.5.3 never reports the end of the data, so a transaction still running
 on the last clock of a capture is not written.
 '''

@@ -5,6 +5,7 @@
 ##
 
 import json
+from operator import mul
 import sigrokdecode as srd
 from .lists import (PCI_COMMANDS, PCIX_COMMANDS, PCIX_DWORD_COMMANDS, COMMAND_UNKNOWN,
                     RECORD_FIELDS, MAX_INITIAL_LATENCY)
@@ -44,6 +45,13 @@ CONTROL_NAMES = ('FRAME#', 'IRDY#', 'TRDY#', 'STOP#', 'DEVSEL#')
 
 def popcount(x):
     return bin(x).count('1')
+
+
+# Bit weights: a bus value is sum(map(mul, pins[slice], weights)), the cheapest way to
+# assemble up to 64 pin values in pure Python.
+W_LO = tuple(1 << i for i in range(32))
+W_HI = tuple(1 << i for i in range(32, 64))
+W_BE = tuple(1 << i for i in range(8))
 
 
 def ones_to_bytes(mask, nbits):
@@ -239,25 +247,13 @@ class Decoder(srd.Decoder):
         self.has_clk = present(CLK)
 
     def ad32(self, pins):
-        v = 0
-        for i in range(32):
-            if pins[AD0 + i]:
-                v |= 1 << i
-        return v
+        return sum(map(mul, pins[AD0:AD0 + 32], W_LO))
 
     def ad_hi(self, pins):
-        v = 0
-        for i in range(32, 64):
-            if pins[AD0 + i]:
-                v |= 1 << i
-        return v
+        return sum(map(mul, pins[AD0 + 32:AD0 + 64], W_HI))
 
     def cbe(self, pins, n=4):
-        v = 0
-        for i in range(n):
-            if pins[CBE0 + i]:
-                v |= 1 << i
-        return v
+        return sum(map(mul, pins[CBE0:CBE0 + n], W_BE))
 
     # -- the decode loop ------------------------------------------------------------------
 
@@ -519,11 +515,10 @@ class Decoder(srd.Decoder):
             if S:
                 t.data_with_stop = True
             if self.has_par:
-                par64 = None
-                if wide and self.has_par64:
-                    par64 = (self.ad_hi(pins) >> 32, self.cbe(pins, 8) >> 4)
+                # has_par implies AD[31:0] and C/BE#[3:0]; has_par64 the upper halves too.
+                par64 = (value >> 32, be >> 4) if (wide and self.has_par64) else None
                 self.pending_parity.append((t, s, 'data phase %d' % t.data_phases,
-                                            self.ad32(pins), self.cbe(pins), par64, None))
+                                            value & 0xFFFFFFFF, be & 0xF, par64, None))
             if not t.latency_checked:
                 t.latency_checked = True
                 if n - t.index > MAX_INITIAL_LATENCY:
