@@ -18,8 +18,10 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   of the same direction.
 - A transfer of more than ``max_control_bytes`` (default 64: four 16-byte descriptors) is frame
   **data**; a smaller read is a **descriptor fetch**, a smaller write a **status write-back**.
-  Without C/BE# (direction unknown) a small transfer that the next frame data follows within
-  ``descriptor_gap`` is a descriptor fetch, any other a status write-back.
+  With AD, a read holding the address of a write-back is a descriptor fetch whatever its size
+  (receive rings are often prefetched many descriptors at a time). Without C/BE# (direction
+  unknown) a small transfer that the next frame data follows within ``descriptor_gap`` is a
+  descriptor fetch, any other a status write-back.
 - **Packet** = one data transfer; direction tx (NIC reads the frame) or rx (NIC writes it).
   Descriptor fetches go in ring order: a fetch of n descriptors (bytes / ``descriptor_bytes``)
   serves the next n packets (of the direction of the next data DMA) whose data follows it and
@@ -144,6 +146,7 @@ def dma_bursts(records: np.ndarray, classes: np.ndarray, dirs: np.ndarray, perio
     return b
 
 
+SPLIT_GAP_PS = 1_000_000
 _TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
 
 
@@ -156,7 +159,7 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     With AD: a burst continues the transfer whose next address it starts at (a PCI-X split
     request advances by its byte count) if the target cut that transfer short or the master went
     on within ``gap_ps`` (a master splitting a buffer itself); a split completion continues the
-    latest read.
+    request with its requester and tag (without AD: the latest read).
     Without AD: a transfer the target cut short (retry, disconnect, split response) stays open
     and the next burst in its direction continues it, unless that burst is a small one the master
     ended itself (an interleaved descriptor fetch / write-back), which stands alone.
@@ -174,18 +177,29 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     expect: dict = {}          # (direction, next address) -> transfer
     open_by_dir: dict = {}     # direction -> transfer left open by the target (no AD)
     last_read = -1
+    pending_split: dict = {}   # (requester, tag) -> transfer of the split request
+    req = rec["requester"].tolist()
+    tag = rec["tag"].tolist()
     last_end: dict = {}        # transfer -> end time of its last burst
     target_ended: dict = {}    # transfer -> its last burst was cut short by the target
     for i in range(m):
         t = -1
-        if cmd[i] == "split_completion" and last_read >= 0:
-            t = last_read
+        if cmd[i] == "split_completion":
+            # The completion names the request it answers by requester and tag (PCI-X).
+            t = pending_split.get((req[i], tag[i]), last_read) if tag[i] >= 0 else last_read
         elif have_ad:
             t = expect.pop((dirs[i], addr[i]), -1)
             # Descriptor rings are contiguous too: a master-ended transfer is only continued
             # straight away (a master splitting a buffer at cache lines), not microseconds later.
-            if t >= 0 and not target_ended[t] and starts[i] - last_end[t] - period_ps > gap_ps:
-                t = -1
+            if t >= 0:
+                idle = starts[i] - last_end[t] - period_ps
+                ended = target_ended[t]
+                # A split request is the normal PCI-X read: the next request follows its
+                # completions within about a microsecond when the NIC goes on with the buffer.
+                if ended == "split_response" and idle > max(gap_ps, SPLIT_GAP_PS):
+                    t = -1
+                elif not ended and idle > gap_ps:
+                    t = -1
         else:
             o = open_by_dir.get(dirs[i], -1)
             small_own = nbytes[i] <= max_control_bytes and term[i] not in _TARGET_ENDED
@@ -196,10 +210,14 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
             n += 1
         tid[i] = t
         last_end[t] = ends[i]
-        target_ended[t] = term[i] in _TARGET_ENDED
+        if cmd[i] != "split_completion":
+            # A completion answers a split request; whether the read goes on is the request's.
+            target_ended[t] = term[i] if term[i] in _TARGET_ENDED else ""
         if cmd[i] != "split_completion":
             if dirs[i] == READ:
                 last_read = t
+            if term[i] == "split_response" and tag[i] >= 0:
+                pending_split[(req[i], tag[i])] = t
             if have_ad:
                 adv = bcount[i] if term[i] == "split_response" and bcount[i] > 0 else nbytes[i]
                 expect[(dirs[i], addr[i] + adv)] = t
@@ -251,6 +269,16 @@ def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, 
         nxt_gap = np.r_[t["start_ps"][1:] - t["end_ps"][:-1] - period_ps, np.inf]
         kind[unknown] = np.where(nxt_data[unknown] & (nxt_gap[unknown] <= descriptor_gap_ps),
                                  DESCRIPTOR, STATUS)
+    if have_ad:
+        # A descriptor ring is read by fetches and written by write-backs at the same addresses:
+        # a read holding the address of a write-back is a (multi-descriptor) fetch, whatever its size.
+        wb = np.sort(t["address"][kind == STATUS])
+        reads = np.flatnonzero((kind == DATA) & (t["direction"] == READ))
+        if wb.size and reads.size:
+            lo = t["address"][reads]
+            hi = lo + t["bytes"][reads].astype(np.uint64)
+            hit = np.searchsorted(wb, hi, side="left") > np.searchsorted(wb, lo, side="left")
+            kind[reads[hit]] = DESCRIPTOR
     t["kind"] = kind
     return t
 

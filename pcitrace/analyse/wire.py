@@ -17,6 +17,10 @@ Matching (never by force):
    ``tolerance`` (default: half the median frame spacing, at least 1 us). A frame the
    receiver dropped therefore keeps no receive DMA, and a DMA whose frame the probe never
    saw stays unmatched.
+MAC control frames (flow-control pauses) are made by the MAC and never DMA'd: a frame whose
+GMII bytes show ethertype 0x8808, or without GMII a frame of exactly ``control_frame_bytes``
+(64, the size of a pause frame; pass None when the traffic has 64-byte data frames) gets
+status ``control`` and takes part in no matching.
 Which bus sends on a link is taken from the caller or found as the bus whose transmit DMAs
 best precede the link's frames (and the receive bus the one whose receive DMAs follow them).
 """
@@ -28,10 +32,12 @@ import dataclasses
 import numpy as np
 
 from pcitrace.analyse import packets as pk
-from pcitrace.analyse.classify import READ, WRITE
+from pcitrace.analyse.classify import READ, UNKNOWN_DIR, WRITE
 from pcitrace.analyse.stats import Distribution
 
 MATCHED, NO_SEND_DMA, NO_RECV_DMA, UNMATCHED = "matched", "no_send_dma", "no_recv_dma", "unmatched"
+CONTROL = "control"   # a MAC control (pause) frame: made by the MAC, never DMA'd
+ETHERTYPE_MAC_CONTROL = 0x8808
 
 CHAIN_DTYPE = np.dtype([
     ("frame", np.int64),               # index in the link's frame array
@@ -69,6 +75,7 @@ class LinkChain:
     def counts(self) -> dict:
         s = self.chain["status"]
         return {"frames": int(len(s)), "matched": int((s == MATCHED).sum()),
+                "control": int((s == CONTROL).sum()),
                 "no_send_dma": int((s == NO_SEND_DMA).sum()), "no_recv_dma": int((s == NO_RECV_DMA).sum()),
                 "unmatched": int((s == UNMATCHED).sum()),
                 "unmatched_send_dmas": int(len(self.unmatched_send)),
@@ -106,8 +113,8 @@ def _match_causal(anchor: np.ndarray, cand: np.ndarray, *, before: bool, tol: fl
 
     The delay is followed from frame to frame (a transmit queue makes it drift): each frame
     takes the unused candidate nearest to anchor -/+ the last matched delay, within ``tol``;
-    the first frame, and any frame after a long unmatched run, takes the earliest causal
-    candidate within ``window``. Pairs stay in order and a candidate is used once; -1 = none.
+    the first frame, a send frame after a miss (a pause jumps the delay) and a receive frame
+    after a long unmatched run take the earliest causal candidate within ``window``. Pairs stay in order and a candidate is used once; -1 = none.
     """
     out = np.full(len(anchor), -1, np.int64)
     if len(anchor) == 0 or len(cand) == 0:
@@ -117,37 +124,30 @@ def _match_causal(anchor: np.ndarray, cand: np.ndarray, *, before: bool, tol: fl
     misses = 0
     for i, a in enumerate(anchor):   # one step per frame, not per sample
         if before:
-            hi = int(np.searchsorted(cand, a, side="left"))       # cand[:hi] < a
-            pool_lo, pool_hi = lo, hi
+            pool_lo, pool_hi = lo, int(np.searchsorted(cand, a, side="left"))    # cand < a
         else:
-            pool_lo = max(lo, int(np.searchsorted(cand, a, side="right")))  # cand > a
-            pool_hi = len(cand)
+            pool_lo, pool_hi = max(lo, int(np.searchsorted(cand, a, side="right"))), len(cand)
         if pool_lo >= pool_hi:
             misses += 1
             continue
-        if delay is None or misses > 3:
-            # (re)acquire: the earliest causal candidate within the window
-            if before:
-                k = int(np.searchsorted(cand, a - window, side="left"))
-                k = max(k, pool_lo)
-            else:
-                k = pool_lo
+        best = -1
+        if delay is not None:
+            want = a - delay if before else a + delay
+            j = int(np.searchsorted(cand, want))
+            bd = tol
+            for k in (j - 1, j):
+                if pool_lo <= k < pool_hi:
+                    d = abs(cand[k] - want)
+                    if d <= bd:
+                        best, bd = k, d
+        # (Re)acquire with the earliest causal candidate in the window: for the first frame;
+        # for a send frame whose delay jumped (a pause frame stalls the transmitter); for a
+        # receive frame only after a run of misses, since one miss is a frame the receiver
+        # dropped and the next DMA belongs to the next frame.
+        if best < 0 and (delay is None or before or misses >= 3):
+            k = max(int(np.searchsorted(cand, a - window, side="left")), pool_lo) if before else pool_lo
             if k < pool_hi and abs(a - cand[k]) <= window:
-                out[i] = k
-                delay = abs(a - cand[k])
-                lo = k + 1
-                misses = 0
-            else:
-                misses += 1
-            continue
-        want = a - delay if before else a + delay
-        j = int(np.searchsorted(cand, want))
-        best, bd = -1, tol
-        for k in (j - 1, j):
-            if pool_lo <= k < pool_hi:
-                d = abs(cand[k] - want)
-                if d <= bd:
-                    best, bd = k, d
+                best = k
         if best >= 0:
             out[i] = best
             delay = abs(a - cand[best])
@@ -166,9 +166,16 @@ def _side(anchor: np.ndarray, t: np.ndarray, after: bool, tol: float | None, spa
 def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
                send_bus: str | None = None, recv_bus: str | None = None,
                tolerance_ps: float | None = None,
-               packet_seq: dict[str, np.ndarray] | None = None) -> LinkChain:
+               packet_seq: dict[str, np.ndarray] | None = None,
+               control_frame_bytes: int | None = 64) -> LinkChain:
     """Match the frames of one probed link to DMAs on the PCI buses of ``analysis``."""
     frames = frames[~frames["truncated"]] if len(frames) else frames
+    control = np.zeros(len(frames), bool)
+    if len(frames):
+        control = frames["gmii"] & (frames["ethertype"] == ETHERTYPE_MAC_CONTROL)
+        if control_frame_bytes is not None:
+            control |= ~frames["gmii"] & (frames["frame_bytes"] == control_frame_bytes)
+    all_frames, frames = frames, frames[~control]
     n = len(frames)
     ws, we = frames["wire_start_ps" if "wire_start_ps" in frames.dtype.names else "start_ps"], frames["end_ps"]
     ws = np.asarray(ws, np.int64)
@@ -179,7 +186,9 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
     def tx_rx(name, direction):
         ba = buses[name]
         fw = first_words(ba, words)
-        sel = np.flatnonzero((ba.packets["direction"] == direction) & (fw >= 0))
+        # without C/BE# a packet's direction is unknown: it may be either side's DMA
+        d = ba.packets["direction"]
+        sel = np.flatnonzero(((d == direction) | (d == UNKNOWN_DIR)) & (fw >= 0))
         return ba, sel, fw[sel]
 
     def score(name, direction, after):
@@ -259,11 +268,29 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
     chain["status"] = np.where(s_ok & r_ok, MATCHED, np.where(s_ok, NO_RECV_DMA,
                                np.where(r_ok, NO_SEND_DMA, UNMATCHED)))
 
+    if control.any():
+        full = np.zeros(len(all_frames), CHAIN_DTYPE)
+        full[~control] = chain
+        full["frame"] = np.arange(len(all_frames))
+        c = np.flatnonzero(control)
+        full["seq"][c] = all_frames["udpmon_seq"][c]
+        full["wire_start_ps"][c] = all_frames["start_ps"][c]
+        full["wire_end_ps"][c] = all_frames["end_ps"][c]
+        full["wire_time_ps"][c] = all_frames["end_ps"][c] - all_frames["start_ps"][c]
+        for f in ("send_packet", "recv_packet", "csr_setup_start_ps", "send_first_word_ps",
+                  "recv_first_word_ps", "recv_interrupt_ps", "send_pci_to_wire_ps",
+                  "wire_to_recv_pci_ps", "pci_to_pci_ps"):
+            full[f][c] = -1
+        full["status"][c] = CONTROL
+        chain = full
+        s_ok = chain["send_packet"] >= 0
+        r_ok = chain["recv_packet"] >= 0
+
     dists = {}
     for name, field in CHAIN_FIGURES.items():
         v = chain[field]
         if field == "wire_time_ps":
-            dists[name] = Distribution.of(v, 1e-6)
+            dists[name] = Distribution.of(v[chain["status"] != CONTROL], 1e-6)
         else:
             dists[name] = Distribution.of(v[v >= 0] if field != "wire_to_recv_pci_ps" else v[r_ok], 1e-6)
     return LinkChain(link, send_bus, recv_bus, chain, un_s, un_r, method, dists)
@@ -278,4 +305,4 @@ def link_chains(decode_result, analysis, **kwargs) -> dict[str, LinkChain]:
 
 
 __all__ = ["CHAIN_DTYPE", "CHAIN_FIGURES", "LinkChain", "link_chain", "link_chains", "first_words",
-           "MATCHED", "NO_SEND_DMA", "NO_RECV_DMA", "UNMATCHED"]
+           "MATCHED", "NO_SEND_DMA", "NO_RECV_DMA", "UNMATCHED", "CONTROL"]
