@@ -542,8 +542,13 @@ def _assemble(bus: BusProfile, sig: str, data: dict[str, np.ndarray], widths: di
 
 
 def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
-               profile_name: str = "profile") -> Iterator[BusChunk]:
-    """One entry per bus clock, in chunks of ``chunk_clocks`` (the last may be shorter)."""
+               profile_name: str = "profile", *, read_samples: int | None = None
+               ) -> Iterator[BusChunk]:
+    """One entry per bus clock, in chunks of ``chunk_clocks`` (the last may be shorter).
+
+    ``read_samples``: samples read from the capture at a time (timing captures); edge
+    detection and "value before the edge" carry across those reads.
+    """
     check_bus(capture, bus, profile_name)
     chunk_clocks = max(1, int(chunk_clocks))
     chans = list(dict.fromkeys(bus.all_channels()))
@@ -551,29 +556,6 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
     sigs = [s for s in bus.signals if not (s == "clk" or (s == "rx_clk" and bus.kind == "gbe_probe"))]
     tb = capture.timebase
 
-    if tb.mode == "state":
-        for ch in capture.iter_chunks(chans, chunk_samples=chunk_clocks):
-            yield BusChunk(ch.start, tb.times_at(np.arange(ch.start, ch.start + ch.length)),
-                           {s: _assemble(bus, s, ch.data, widths, None) for s in sigs})
-        return
-
-    clk = bus.clock
-    if clk is None:
-        raise PcitraceError(f"bus {bus.name!r} is in a timing capture but has no clock channel",
-                            path=capture.path, where=f"profile {profile_name}",
-                            fix=f"map {'clk' if bus.is_pci else 'rx_clk'} to the clock channel "
-                                "in the profile")
-    if tb.event_timed and hasattr(capture, "change_times"):
-        # VCD change lists: the clocked view samples them directly, then stream it.
-        from pcitrace.capture.clocked import clocked_view
-        state = clocked_view(capture, clk)
-        for bc in bus_clocks(state, dataclasses.replace(bus, signals={
-                k: v for k, v in bus.signals.items() if k != ("clk" if bus.is_pci else "rx_clk")}),
-                chunk_clocks, profile_name):
-            yield bc
-        return
-    before = tb.event_timed  # VCD: values just before the edge
-    read_chunk = max(chunk_clocks, 1 << 16)
     pend_t: list[np.ndarray] = []
     pend: dict[str, list[np.ndarray]] = {s: [] for s in sigs}
     npend = 0
@@ -592,6 +574,36 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
             npend -= take
             pend_t = [t[take:]]
             pend = {s: [v[take:]] for s, v in cols.items()}
+
+    if tb.mode == "state":
+        # every sample is a clock; re-chunk so chunks are exactly chunk_clocks long
+        for ch in capture.iter_chunks(chans, chunk_samples=read_samples or chunk_clocks):
+            if ch.length == 0:
+                continue
+            pend_t.append(tb.times_at(np.arange(ch.start, ch.start + ch.length)))
+            for s in sigs:
+                pend[s].append(_assemble(bus, s, ch.data, widths, None))
+            npend += ch.length
+            yield from flush(False)
+        yield from flush(True)
+        return
+
+    clk = bus.clock
+    if clk is None:
+        raise PcitraceError(f"bus {bus.name!r} is in a timing capture but has no clock channel",
+                            path=capture.path, where=f"profile {profile_name}",
+                            fix=f"map {'clk' if bus.is_pci else 'rx_clk'} to the clock channel "
+                                "in the profile")
+    if tb.event_timed and hasattr(capture, "change_times"):
+        # VCD change lists: the clocked view samples them directly, then stream it.
+        from pcitrace.capture.clocked import clocked_view
+        state = clocked_view(capture, clk)
+        yield from bus_clocks(state, dataclasses.replace(bus, signals={
+            k: v for k, v in bus.signals.items() if k != ("clk" if bus.is_pci else "rx_clk")}),
+            chunk_clocks, profile_name, read_samples=read_samples)
+        return
+    before = tb.event_timed  # values just before the edge (event-timed captures)
+    read_chunk = int(read_samples) if read_samples else max(chunk_clocks, 1 << 16)
 
     for ch in capture.iter_chunks(chans, chunk_samples=read_chunk):
         c = ch.data[clk]
