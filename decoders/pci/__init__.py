@@ -45,7 +45,8 @@ command on the address clock only, so command_changed_in_wait is never raised: a
 change while a data phase waits is byte_enables_changed_in_wait.
 
 libsigrokdecode 0.5.3 never reports the end of the data, so a transaction still running
-on the last clock of a capture is not written.
+on the last clock of a capture is not written there; libsigrokdecode versions whose wait()
+raises EOFError at the end get it with termination "truncated".
 '''
 
 from .pd import Decoder

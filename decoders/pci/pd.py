@@ -264,10 +264,17 @@ class Decoder(srd.Decoder):
         if clocked and not self.has_clk:
             raise Exception('option clock=clk needs the CLK channel; '
                             'map it (clk=...) or use clock=none for a state-mode capture')
-        if clocked:
-            self.decode_timing(pins)
-        else:
-            self.decode_state(pins)
+        try:
+            if clocked:
+                self.decode_timing(pins)
+            else:
+                self.decode_state(pins)
+        except EOFError:
+            # Newer libsigrokdecode ends the data this way (0.5.3 never does): the
+            # transaction still running is reported as truncated, as docs/records.md says.
+            if self.txn is not None:
+                self.finish(self.txn, self.txn.last_sample + 1, truncated=True)
+                self.txn = None
 
     def decode_state(self, pins):
         # Every sample is a clock. While the bus is idle, let libsigrokdecode skip to the
@@ -592,13 +599,15 @@ class Decoder(srd.Decoder):
 
     # -- end of a transaction --------------------------------------------------------------
 
-    def finish(self, t, next_sample):
+    def finish(self, t, next_sample, truncated=False):
         if t.devsel_index is None:
             devsel = 'none'
         else:
             n = t.devsel_index - t.h_index
             devsel = DEVSEL_NAMES.get(n, 'subtractive')
-        if t.devsel_index is None:
+        if truncated:
+            termination = 'truncated'
+        elif t.devsel_index is None:
             termination = 'master_abort'
         elif self.pcix and t.split_response:
             termination = 'split_response'
