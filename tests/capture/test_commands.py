@@ -1,0 +1,122 @@
+"""`pcitrace info` and `pcitrace convert`, including the OpenCores conformance trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pcitrace.capture import open_capture, write_sr, write_vcd
+from pcitrace.capture.model import Capture, TimeBase
+from pcitrace.cli import main
+
+
+def run(args, capsys):
+    rc = main(args)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def small_capture(tmp_path):
+    n = 200
+    clk = np.arange(n) % 2
+    cap = Capture.from_arrays({"CLK": clk, "FRAME#": (np.arange(n) // 10) % 2, "IRDY#": np.ones(n),
+                               "AD": np.arange(n) * 3}, TimeBase.timing(10e6), widths={"AD": 16})
+    write_sr(cap, tmp_path / "c.sr")
+    return tmp_path / "c.sr"
+
+
+def test_info_on_sr(tmp_path, capsys):
+    path = small_capture(tmp_path)
+    rc, out, err = run(["info", str(path)], capsys)
+    assert rc == 0, err
+    assert "10 MHz sample rate" in out
+    assert "CLK: 5 MHz, 100 rising edges" in out
+    assert "pci: PCI 32-bit, clock CLK" in out
+    assert "ad=AD0..AD15" in out
+    rc, out, _ = run(["info", "--json", str(path)], capsys)
+    s = json.loads(out)
+    assert s["samples"] == 200 and s["buses"][0]["signals"]["frame_n"] == "FRAME#"
+    assert len(s["channels"]) == 3 + 16
+
+
+def test_info_with_profile_missing_channel(tmp_path, capsys):
+    path = small_capture(tmp_path)
+    prof = tmp_path / "p.toml"
+    prof.write_text("[[bus]]\nname='x'\n[bus.signals]\nclk='CLK'\nframe_n='FRAME'\n")
+    rc, out, err = run(["info", str(path), "--profile", str(prof)], capsys)
+    assert rc == 2
+    assert "p.toml" in err and "'FRAME'" in err and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_convert_round_trip(tmp_path, capsys):
+    path = small_capture(tmp_path)
+    rc, _, err = run(["convert", str(path), str(tmp_path / "c.vcd")], capsys)
+    assert rc == 0, err
+    rc, _, err = run(["convert", str(tmp_path / "c.vcd"), str(tmp_path / "d.sr")], capsys)
+    assert rc == 0, err
+    a, d = open_capture(path).read(), open_capture(tmp_path / "d.sr").read()
+    assert all(np.array_equal(a[k], d[k]) for k in a)
+
+
+def test_convert_clocked_and_resampled(tmp_path, capsys):
+    n = 100
+    cap = Capture.from_arrays({"CLK": (np.arange(n) // 2) % 2, "D": np.arange(n) % 3 == 0},
+                              TimeBase.timing(100e6))
+    write_vcd(cap, tmp_path / "t.vcd")
+    text = [l for l in (tmp_path / "t.vcd").read_text().splitlines() if not l.startswith("$comment")]
+    (tmp_path / "f.vcd").write_text("\n".join(text) + "\n")      # a foreign, event-timed VCD
+    rc, _, err = run(["convert", str(tmp_path / "f.vcd"), str(tmp_path / "x.sr")], capsys)
+    assert rc == 2 and "--clock" in err
+    rc, _, err = run(["convert", str(tmp_path / "f.vcd"), str(tmp_path / "s.sr"), "--clock", "CLK"], capsys)
+    assert rc == 0, err
+    s = open_capture(tmp_path / "s.sr")
+    assert s.timebase.mode == "state" and s.num_samples == 25
+    # just before each rising edge (samples 2, 6, 10, ...): sample 1, 5, 9, ...
+    assert s.read()["D"].tolist() == [int(i % 3 == 0) for i in range(1, 98, 4)]
+    rc, _, err = run(["convert", str(tmp_path / "f.vcd"), str(tmp_path / "r.sr"), "--samplerate", "100e6"], capsys)
+    assert rc == 0, err
+    r = open_capture(tmp_path / "r.sr").read()
+    assert r["D"][:n].tolist() == (np.arange(n) % 3 == 0).astype(int).tolist()
+
+
+def test_corrupt_file_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "bad.vcd"
+    bad.write_text("$timescale 1ns $end\n$scope module t $end\n$var wire 1 ! a $end\n$upscope $end\n"
+                   "$enddefinitions $end\n#0\n0!\n#1\n1\"\n#2\n")
+    r = subprocess.run([sys.executable, "-m", "pcitrace", "info", str(bad)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "RUST_BACKTRACE": "1"})
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert "line 9" in r.stderr and "bad.vcd" in r.stderr
+
+
+def test_help_on_subcommands(capsys):
+    for cmd in ("info", "convert"):
+        rc, out, _ = run([cmd, "--help"], capsys)
+        assert rc == 0 and "Usage" in out
+
+
+@pytest.mark.slow
+def test_info_on_the_opencores_trace(opencores_vcd, capsys):
+    rc, out, err = run(["info", "--json", str(opencores_vcd)], capsys)
+    assert rc == 0, err
+    s = json.loads(out)
+    assert len(s["channels"]) == 20
+    clocks = {c["channel"]: c for c in s["clocks"]}
+    assert list(clocks) == ["pci_clock"]
+    assert clocks["pci_clock"]["frequency_hz"] == pytest.approx(33.33e6, rel=0.01)
+    assert abs(clocks["pci_clock"]["rising_edges"] - 646_900) < 1000
+    assert len(s["buses"]) == 1
+    bus = s["buses"][0]
+    assert bus["kind"] == "pci" and bus["width"] == 32 and bus["clock"] == "pci_clock"
+    assert bus["signals"]["ad"] == "AD" and bus["signals"]["frame_n"] == "FRAME"
+    assert s["unknown_counts"]["AD"]["z"] > 0
+    rc, out, _ = run(["info", str(opencores_vcd)], capsys)
+    assert "pci_clock: 33.3333 MHz, 646 942 rising edges" in out
+    assert "unknown" in out
