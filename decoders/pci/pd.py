@@ -533,7 +533,8 @@ class Decoder(srd.Decoder):
                                  'first data phase %d clocks after the address phase (> %d)'
                                  % (n - t.index, MAX_INITIAL_LATENCY))
             word = '%0*X' % (16 if wide else 8, value) if self.has_ad else 'data'
-            self.clock_anns.append((A_WORD, s, ['%s BE#=%X' % (word, be), word]))
+            self.clock_anns.append((A_WORD, s, ['%s BE#=%X' % (word, be), word]
+                                    if self.has_cbe else [word]))
             if self.pcix and t.code == CMD_SPLIT_COMPLETION and t.scm and self.has_ad:
                 self.split_message(s, value & 0xFFFFFFFF)
             self.clock_anns.append((A_DATA, s, ['Data phase %d' % t.data_phases, 'Data', 'D']))
