@@ -110,7 +110,8 @@ def merge_buses(per_bus: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]):
     """Concatenate several buses' (records, words, findings), records sorted by start_ps.
 
     Each bus's words index its own records; after the merge they index the merged array and
-    every record's ``data_index`` points at its first word again."""
+    every record's ``data_index`` points at its first word again (words of a record are
+    consecutive and there is one per data phase, or none at all without AD and C/BE#)."""
     recs, words, finds = [], [], []
     offset = 0
     for r, w, f in per_bus:
@@ -128,10 +129,11 @@ def merge_buses(per_bus: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]):
     if len(words):
         words["record"] = new_index[words["record"]]
         words = words[np.lexsort((words["time_ps"], words["record"]))]
-    counts = np.bincount(words["record"], minlength=len(records)) if len(words) else np.zeros(len(records), np.int64)
+    # data_index = data phases of the records before (= word index when there are words; a
+    # control-only capture has none)
     first = np.zeros(len(records), np.int64)
     if len(records) > 1:
-        np.cumsum(counts[:-1], out=first[1:])
+        np.cumsum(records["data_phases"][:-1], out=first[1:])
     records["data_index"] = first
     findings = findings[np.argsort(findings["time_ps"], kind="stable")]
     return records, words, findings

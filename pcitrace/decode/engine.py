@@ -50,30 +50,7 @@ class Carry:
     orphan: bool = False        # the last decoded clock was IRDY# without a transaction
     ctx_busy: bool = False      # the context clock belongs to a transaction
     records: int = 0            # records emitted so far (words index records by this count)
-    words: int = 0
-
-
-def _csum(x: np.ndarray) -> np.ndarray:
-    c = np.zeros(len(x) + 1, np.int64)
-    np.cumsum(x, out=c[1:])
-    return c
-
-
-def _span(c: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sum of the counted array over clocks lo..hi inclusive (0 where hi < lo)."""
-    n = len(c) - 1
-    hi1 = np.clip(hi + 1, 0, n)
-    lo = np.minimum(np.clip(lo, 0, n), hi1)
-    return c[hi1] - c[lo]
-
-
-def _first_after(pos: np.ndarray, after: np.ndarray, upto: np.ndarray) -> np.ndarray:
-    """For each i: first element of sorted ``pos`` that is > after[i] and <= upto[i], else -1."""
-    if len(pos) == 0:
-        return np.full(len(after), -1, np.int64)
-    k = np.searchsorted(pos, after, side="right")
-    cand = pos[np.minimum(k, len(pos) - 1)]
-    return np.where((k < len(pos)) & (cand <= upto), cand, -1)
+    words: int = 0              # data phases so far (the next record's data_index)
 
 
 def _odd(x: np.ndarray) -> np.ndarray:
@@ -118,9 +95,96 @@ def _join(carry: Carry | None, sig: Mapping[str, np.ndarray], times_ps: np.ndarr
     return buf, np.concatenate([carry.times_ps, np.asarray(times_ps, np.int64)])
 
 
+# Control code of one clock: bit set = line asserted.
+_F, _I, _T, _S, _D = 1, 2, 4, 8, 16
+_CODES = np.arange(32)
+
+
+def _lut(pred) -> np.ndarray:
+    c = _CODES
+    return pred(c & _F != 0, c & _I != 0, c & _T != 0, c & _S != 0, c & _D != 0).astype(bool)
+
+
+# Per-code classes (docs/records.md, "Data phases and waits" and "Termination").
+_IS_DP = _lut(lambda F, I, T, S, D: I & T & D)
+_IS_SO = _lut(lambda F, I, T, S, D: ~(I & T & D) & S)                 # STOP# clock, not a phase
+_IS_IW = _lut(lambda F, I, T, S, D: ~(I & T & D) & ~S & ~I)           # initiator wait (PCI)
+_IS_TND = _lut(lambda F, I, T, S, D: T & ~D)                          # TRDY# without DEVSEL#
+_IS_TNDNS = _lut(lambda F, I, T, S, D: T & ~D & ~S)                   # PCI-X split clock, not S
+_IS_TNDNSNI = _lut(lambda F, I, T, S, D: T & ~D & ~S & ~I)            # ... that was an initiator wait
+_IS_SND = _lut(lambda F, I, T, S, D: S & ~D)
+_IS_SD = _lut(lambda F, I, T, S, D: S & D)
+_IS_DPS = _lut(lambda F, I, T, S, D: I & T & D & S)
+_IS_D = _lut(lambda F, I, T, S, D: D)
+
+
+class _Runs:
+    """The clocks as runs of one control code: counts and "first clock with X at or after x"
+    are answered from per-run prefix sums, so the cost follows the bus activity, not the clock
+    count (a 64-phase burst is one run)."""
+
+    def __init__(self, code: np.ndarray, p0: int):
+        n = len(code)
+        chg = code[1:] != code[:-1]
+        if p0 == 1 and n > 1:
+            chg[0] = True               # the context clock is a run of its own
+        self.rs = np.concatenate(([0], np.flatnonzero(chg) + 1))
+        self.rc = code[self.rs]
+        self.re = np.append(self.rs[1:], n)
+        self.rl = self.re - self.rs
+        self.n, self.R = n, len(self.rs)
+        self._cum: dict[int, np.ndarray] = {}
+        self._next: dict[int, np.ndarray] = {}
+
+    def run_of(self, x: np.ndarray) -> np.ndarray:
+        """Run index containing clock x (R for x >= n)."""
+        r = np.searchsorted(self.rs, x, side="right") - 1
+        return np.where(x >= self.n, self.R, r)
+
+    def _c(self, lut: np.ndarray):
+        key = id(lut)
+        if key not in self._cum:
+            on = lut[self.rc]
+            c = np.zeros(self.R + 1, np.int64)
+            np.cumsum(self.rl * on, out=c[1:])
+            self._cum[key] = (c, np.append(on, False))
+        return self._cum[key]
+
+    def upto(self, lut, x, rx):
+        """Clocks of class ``lut`` in [0, x); rx = run_of(x)."""
+        c, on = self._c(lut)
+        rxc = np.minimum(rx, self.R - 1)
+        part = np.where((rx < self.R) & on[rx], x - self.rs[rxc], 0)
+        return c[rx] + part
+
+    def count(self, lut, a, ra, b1, rb1):
+        """Clocks of class ``lut`` in [a, b1) (0 when empty)."""
+        return np.maximum(self.upto(lut, b1, rb1) - self.upto(lut, a, ra), 0)
+
+    def first(self, lut, x, rx):
+        """(clock, run) of the first clock >= x of class ``lut`` (n, R when none)."""
+        key = id(lut)
+        if key not in self._next:
+            on = lut[self.rc]
+            idx = np.where(on, np.arange(self.R), self.R)
+            nxt = np.minimum.accumulate(idx[::-1])[::-1]
+            self._next[key] = np.append(nxt, self.R)
+        nxt = self._next[key]
+        c, on = self._c(lut)
+        here = (rx < self.R) & on[np.minimum(rx, self.R)]
+        r = np.where(here, rx, nxt[np.minimum(rx + 1, self.R)])
+        pos = np.where(here, x, np.append(self.rs, self.n)[r])
+        return pos, r
+
+    def next_run(self, x, rx):
+        """run_of(x + 1) given rx = run_of(x), x < n."""
+        return np.where(x + 1 >= np.append(self.re, self.n)[rx], rx + 1, rx)
+
+
 def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: str = "pci",
                   width: int = 32, bus: str = "pci", carry: Carry | None = None,
-                  final: bool = True, ad_bits: int = 64, cbe_bits: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray, Carry]:
+                  final: bool = True, ad_bits: int = 64,
+                  cbe_bits: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray, Carry]:
     """Decode one chunk of bus clocks.
 
     Returns (records, words, findings, carry). ``words['record']`` counts records from the
@@ -146,28 +210,34 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
                       orphan_prev, False, rec_base, word_base)
         return np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), findings.array(), empty
 
-    F = buf["frame_n"] == 0
-    I = buf["irdy_n"] == 0
-    T = buf["trdy_n"] == 0
-    S = buf["stop_n"] == 0
-    D = buf["devsel_n"] == 0
+    # 5-bit control code per clock (levels are 0/1; asserted = 0)
+    code = buf["frame_n"].astype(np.uint8, copy=True)
+    for name, shift in (("irdy_n", 1), ("trdy_n", 2), ("stop_n", 3), ("devsel_n", 4)):
+        code |= buf[name].astype(np.uint8, copy=False) << np.uint8(shift)
+    code ^= np.uint8(31)
     has_ad, has_cbe = "ad" in buf, "cbe_n" in buf
     ad = buf.get("ad")
     cbe = buf.get("cbe_n")
     pcix = mode == "pcix"
+    runs = _Runs(code, p0)
+    rs, rc, R = runs.rs, runs.rc, runs.R
 
-    # --- address phases and transaction bounds -------------------------------------------
-    start = np.empty(n, bool)
-    start[1:] = F[1:] & ~F[:-1]
-    start[0] = (F[0] & ~I[0]) if p0 == 0 else False
-    idle = ~(F | I)
-    starts_all = np.flatnonzero(start)
-    bounds = np.flatnonzero(idle | start)
-    k = np.searchsorted(bounds, starts_all, side="right")
-    has_j = k < len(bounds)
-    j = bounds[np.minimum(k, len(bounds) - 1)] if len(bounds) else np.zeros(len(k), np.int64)
-    j = np.where(has_j, j, n)
-    end_all = j - 1
+    # --- address phases and transaction bounds (all at run starts) -------------------------
+    rF = (rc & _F) != 0
+    start_run = np.zeros(R, bool)
+    start_run[1:] = rF[1:] & ~rF[:-1]
+    start_run[0] = bool(rF[0] and not (rc[0] & _I)) if p0 == 0 else False
+    idle_run = (rc & (_F | _I)) == 0
+    start_r = np.flatnonzero(start_run)
+    starts_all = rs[start_r]
+    bound_r = np.flatnonzero(idle_run | start_run)
+    bounds = rs[bound_r]
+    k = np.searchsorted(bound_r, start_r, side="right")
+    has_j = k < len(bound_r)
+    kc = np.minimum(k, max(len(bound_r) - 1, 0))
+    j_all = np.where(has_j, bounds[kc] if len(bounds) else 0, n)
+    rj_all = np.where(has_j, bound_r[kc] if len(bound_r) else 0, R)
+    end_all = j_all - 1
     if final:
         nproc = len(starts_all)
     else:
@@ -177,6 +247,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         nproc = len(starts_all) if ok.all() else int(np.argmin(ok))
     s = starts_all[:nproc]
     e = end_all[:nproc]
+    j, rj = j_all[:nproc], rj_all[:nproc]
     truncated = ~has_j[:nproc]
     # Decoded clocks this call: [p0, limit); the carried transaction's clocks wait.
     limit = int(starts_all[nproc]) if nproc < len(starts_all) else n
@@ -198,17 +269,18 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     else:
         cmd_code = np.full(len(s), -1, np.int64)
         command = np.full(len(s), facts.COMMAND_UNKNOWN)
-    lo = H + 1   # data clocks: lo..e
-    region = _region(n, lo, e)
+    lo = H + 1   # data clocks: lo..e (j = e + 1)
+    rlo = runs.run_of(lo)
 
     # --- devsel, width ------------------------------------------------------------------------
-    d_pos = np.flatnonzero(D)
-    fd = _first_after(d_pos, H, e)                    # first DEVSEL# after H
-    has_d = fd >= 0
+    fd, rfd = runs.first(_IS_D, lo, rlo)              # first DEVSEL# after H
+    has_d = fd <= e
+    fd = np.where(has_d, fd, -1)
     devsel_code = np.where(has_d, np.clip(fd - H, 1, 4) - 1, 4)
-    after_d = _region(n, fd + 1, np.where(has_d, e, -1))   # clocks after the first DEVSEL#
+    # clocks after the first DEVSEL#: [fd1, j)
+    fd1 = np.where(has_d, fd + 1, j)
+    rfd1 = np.where(has_d, runs.next_run(np.maximum(fd, 0), np.minimum(rfd, R - 1)), rj)
 
-    # width: REQ64# at the address phase and ACK64# with the first DEVSEL#
     if "req64_n" in buf and "ack64_n" in buf:
         w64 = (buf["req64_n"][s] == 0) & has_d & (buf["ack64_n"][np.maximum(fd, 0)] == 0)
         rec_width = np.where(w64, 64, 32)
@@ -216,45 +288,59 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         rec_width = np.full(len(s), int(width), np.int64)
         w64 = rec_width == 64
 
-    # --- per-clock classes and their cumulative sums -----------------------------------------
-    dp = I & T & D
-    s_nod = S & ~D
-    # PCI-X Split Response: TRDY# with DEVSEL# deasserted after the target had claimed the
-    # transaction (PCI-X 1.0b 2.10.2); that clock ends the transaction like a STOP# clock.
-    split_clk = (T & ~D & after_d) if pcix else np.zeros(n, bool)
-    stop_clk = ~dp & (S | split_clk)
-    c_dp = _csum(dp)
-    c_stop = _csum(stop_clk)
-    c_iw = _csum(~(dp | stop_clk | I))
-    data_phases = _span(c_dp, lo, e)
-    initiator_waits = _span(c_iw, lo, e)
-    target_waits = (e - H) - data_phases - _span(c_stop, lo, e) - initiator_waits
-
-    wide_be = cbe_bits >= 8
-    if has_cbe:
-        lo_be = 4 - np.bitwise_count(cbe & m4).astype(np.int64)
-        hi_be = (4 - np.bitwise_count((cbe >> np.uint64(4)) & m4).astype(np.int64)) if wide_be else 4
-        c_b32 = _csum(np.where(dp, lo_be, 0))
-        c_b64 = _csum(np.where(dp, lo_be + hi_be, 0))
-        nbytes = np.where(w64, _span(c_b64, lo, e), _span(c_b32, lo, e))
-    else:
-        nbytes = data_phases * (rec_width // 8)
+    # --- counts ---------------------------------------------------------------------------------
+    data_phases = runs.count(_IS_DP, lo, rlo, j, rj)
+    stop_clocks = runs.count(_IS_SO, lo, rlo, j, rj)
+    initiator_waits = runs.count(_IS_IW, lo, rlo, j, rj)
+    if pcix:
+        # PCI-X Split Response: TRDY# with DEVSEL# deasserted after the target had claimed the
+        # transaction (PCI-X 1.0b 2.10.2); that clock ends the transaction like a STOP# clock.
+        stop_clocks = stop_clocks + runs.count(_IS_TNDNS, fd1, rfd1, j, rj)
+        initiator_waits = initiator_waits - runs.count(_IS_TNDNSNI, fd1, rfd1, j, rj)
+    target_waits = (e - H) - data_phases - stop_clocks - initiator_waits
 
     # --- termination (first match wins) -----------------------------------------------------
     term = np.full(len(s), _TERM["normal"], np.int64)
-    kk = _first_after(np.flatnonzero(S & D), H, e)    # first STOP# with DEVSEL#
-    has_k = kk >= 0
-    before_k = _span(c_dp, lo, np.maximum(kk, 0) - 1)
-    with_data = _span(_csum(dp & S), lo, e) > 0        # a data phase completed with STOP#
+    kk, rkk = runs.first(_IS_SD, lo, rlo)             # first STOP# with DEVSEL#
+    has_k = kk <= e
+    before_k = runs.count(_IS_DP, lo, rlo, kk, rkk)
+    with_data = runs.count(_IS_DPS, lo, rlo, j, rj) > 0   # a data phase completed with STOP#
     term = np.where(has_k & (before_k == 0), _TERM["retry"], term)
     term = np.where(has_k & (before_k > 0), _TERM["disconnect_without_data"], term)
     term = np.where(has_k & with_data, _TERM["disconnect_with_data"], term)
-    abort = _span(_csum(s_nod & after_d), lo, e) > 0
-    term = np.where(abort, _TERM["target_abort"], term)
+    term = np.where(runs.count(_IS_SND, fd1, rfd1, j, rj) > 0, _TERM["target_abort"], term)
     if pcix:
-        term = np.where(_span(_csum(split_clk), lo, e) > 0, _TERM["split_response"], term)
+        term = np.where(runs.count(_IS_TND, fd1, rfd1, j, rj) > 0, _TERM["split_response"], term)
     term = np.where(~has_d, _TERM["master_abort"], term)
     term = np.where(truncated, _TERM["truncated"], term)
+
+    # --- per-clock work on the data lines ----------------------------------------------------
+    keep = lo <= e
+    delta = np.zeros(n + 1, np.int8)
+    delta[lo[keep]] = 1
+    delta[e[keep] + 1] -= 1
+    # Data words exist only when AD or C/BE# is captured (a control-only capture has nothing
+    # to put in them); `data_index` counts data phases either way.
+    need_clocks = has_ad or has_cbe
+    if need_clocks:
+        region = np.cumsum(delta[:-1], dtype=np.int8).view(bool)
+        dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
+        w_idx = np.flatnonzero(dp_clk & region)
+    else:
+        region = None
+        w_idx = np.zeros(0, np.int64)
+    w_txn = np.repeat(np.arange(len(s)), data_phases) if need_clocks else np.zeros(0, np.int64)
+    wide = w64[w_txn]
+
+    wide_be = cbe_bits >= 8
+    if has_cbe:
+        wc = cbe[w_idx]
+        wbytes = 4 - np.bitwise_count(wc & m4).astype(np.int64)
+        upper = (4 - np.bitwise_count((wc >> np.uint64(4)) & m4).astype(np.int64)) if wide_be else 4
+        wbytes = wbytes + np.where(wide, upper, 0)
+        nbytes = np.bincount(w_txn, weights=wbytes, minlength=len(s)).astype(np.int64)
+    else:
+        nbytes = data_phases * (rec_width // 8)
 
     # --- parity ------------------------------------------------------------------------------
     # Checked phases: the address phase(s), the PCI-X attribute phase and every data phase,
@@ -272,9 +358,10 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
                           ^ (buf["par64"][1:] != 0))
         hdr_bad = (bad32[s] | (dac2 & bad32[np.minimum(s + 1, n - 1)])
                    | (attr_ok & bad32[np.minimum(attr, n - 1)]))
-        parity = hdr_bad | (_span(_csum(bad32 & dp), lo, e) > 0)
+        wbad = bad32[w_idx]
         if bad64 is not None:
-            parity |= w64 & (_span(_csum(bad64 & dp), lo, e) > 0)
+            wbad = wbad | (wide & bad64[w_idx])
+        parity = hdr_bad | (np.bincount(w_txn, weights=wbad, minlength=len(s)) > 0)
 
     # --- records -----------------------------------------------------------------------------
     rec = np.zeros(len(s), RECORD_DTYPE)
@@ -323,43 +410,39 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     if len(s) > 1:
         np.cumsum(data_phases[:-1], out=excl[1:])
     rec["data_index"] = word_base + excl
+    word_base_next = word_base + int(data_phases.sum())
 
     # --- data words --------------------------------------------------------------------------
-    w_idx = np.flatnonzero(dp & region)
-    w_txn = np.searchsorted(s, w_idx, side="right") - 1
     words = np.zeros(len(w_idx), WORD_DTYPE)
     words["record"] = rec_base + w_txn
     words["time_ps"] = times[w_idx]
-    wide = w64[w_txn]
     if has_ad:
         words["value"] = np.where(wide & (ad_bits >= 64), ad[w_idx], ad[w_idx] & M32)
     if has_cbe:
         words["byte_enables"] = np.where(wide & wide_be, cbe[w_idx] & np.uint64(0xFF), cbe[w_idx] & m4)
 
     # --- findings ----------------------------------------------------------------------------
-    def first_per_txn(mask: np.ndarray):
-        x = np.flatnonzero(mask & region)
-        if not len(x):
-            return x, x, x
-        t = np.searchsorted(s, x, side="right") - 1
-        cnt = np.bincount(t, minlength=len(s))
-        tu, first = np.unique(t, return_index=True)
-        return x[first], tu, cnt[tu]
-
     def where_txt(t) -> list[str]:
         return [f"{command[i]} at 0x{int(rec['address'][i]):x}" if has_ad else f"{command[i]}"
                 for i in t]
 
-    x, t, cnt = first_per_txn(T & ~D & ~split_clk)
-    findings.add(times[x], "trdy_without_devsel",
-                 [f"TRDY# asserted without DEVSEL# on {c} clock(s) of {w}" for c, w in zip(cnt, where_txt(t))])
-    x, t, cnt = first_per_txn(s_nod & ~after_d)
-    findings.add(times[x], "stop_without_devsel",
-                 [f"STOP# asserted without DEVSEL# on {c} clock(s) of {w}" for c, w in zip(cnt, where_txt(t))])
+    # TRDY# / STOP# without DEVSEL#: before the first DEVSEL# (after it, TRDY# alone is a
+    # PCI-X split response and STOP# alone a target abort); in PCI TRDY# anywhere.
+    upto_d = np.where(has_d, fd, j)
+    rupto_d = np.where(has_d, rfd, rj)
+    lim, rlim = (upto_d, rupto_d) if pcix else (j, rj)
+    for kind, lut, b1, rb1, what in (("trdy_without_devsel", _IS_TND, lim, rlim, "TRDY#"),
+                                     ("stop_without_devsel", _IS_SND, upto_d, rupto_d, "STOP#")):
+        cnt = runs.count(lut, lo, rlo, b1, rb1)
+        t = np.flatnonzero(cnt > 0)
+        x, _ = runs.first(lut, lo[t], rlo[t])
+        findings.add(times[x], kind, [f"{what} asserted without DEVSEL# on {int(c)} clock(s) of {w}"
+                                      for c, w in zip(cnt[t], where_txt(t))])
     if has_cbe:
         # C/BE# must hold still while IRDY# is asserted within one data phase
         bmask = np.uint64(0xFF if wide_be else 0xF)
-        pending = I & ~(dp | S)
+        I = (code & np.uint8(_I)) != 0
+        pending = I & ~(dp_clk | ((code & np.uint8(_S)) != 0))
         changed = np.zeros(n, bool)
         changed[1:] = pending[:-1] & I[1:] & (((cbe[1:] ^ cbe[:-1]) & bmask) != 0)
         changed[lo[lo < n]] = False                  # the clock before lo is a header clock
@@ -368,23 +451,27 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         findings.add(times[x], "byte_enables_changed_in_wait",
                      [f"C/BE# changed from {int(cbe[i - 1] & bmask):X} to {int(cbe[i] & bmask):X} "
                       f"during a wait state of {w}" for i, w in zip(x, where_txt(t))])
-    dp_pos = np.flatnonzero(dp)
-    fdp = _first_after(dp_pos, H, e)
-    late = (fdp >= 0) & (fdp - s > facts.MAX_INITIAL_LATENCY)
+    fdp, _ = runs.first(_IS_DP, lo, rlo)
+    late = (fdp <= e) & (fdp - s > facts.MAX_INITIAL_LATENCY)
     findings.add(times[fdp[late]], "initial_latency",
                  [f"first data phase {int(fdp[i] - s[i])} clocks after the address phase of {w}"
                   for i, w in zip(np.flatnonzero(late), where_txt(np.flatnonzero(late)))])
-    # transaction membership of every clock (the carried one included) for the bus-level checks
-    busy = _region(n, starts_all, np.where(has_j, end_all, n - 1))
-    if p0 == 1:
-        busy[0] |= ctx_busy
     sp = np.maximum(s - 1, 0)
-    pend = (s >= 1) & I[sp] & ~F[sp] & ~T[sp] & ~S[sp]
+    pc = code[sp]
+    # without DEVSEL# the master ended its own transaction (master abort): nothing was pending
+    pend = (s >= 1) & ((pc & (_I | _F | _T | _S | _D)) == (_I | _D))
     findings.add(times[s[pend]], "frame_reasserted",
                  [f"FRAME# asserted again while the final data phase was pending: {w}"
                   for w in where_txt(np.flatnonzero(pend))])
-    # IRDY# outside any transaction, once per run; not in the partial transaction the capture
-    # began in (bus clocks before its first idle clock or address phase)
+    # IRDY# outside any transaction, once per run of such clocks; not in the partial
+    # transaction the capture began in (clocks before its first idle clock or address phase).
+    # Transactions span whole runs, so this is decided run by run.
+    bdelta = np.zeros(R + 1, np.int32)
+    bdelta[start_r] += 1          # each index list is free of repeats
+    bdelta[rj_all] -= 1
+    busy_run = np.cumsum(bdelta[:-1]) > 0
+    if p0 == 1:
+        busy_run[0] |= ctx_busy
     lead_end = p0
     if leading:
         b = bounds[bounds >= p0]
@@ -393,24 +480,21 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
             leading = False
         else:
             lead_end = limit
-    orphan = ~idle & ~busy
-    orphan[:lead_end] = False
-    orphan[:p0] = False
-    orphan[limit:] = False
-    run = orphan.copy()
-    run[1:] &= ~orphan[:-1]
-    if p0 == 1 and orphan_prev and n > 1:
-        run[1] = False
-    x = np.flatnonzero(run)
+    orphan_run = ~idle_run & ~busy_run & (rs >= max(lead_end, p0)) & (rs < limit)
+    first_orphan = orphan_run.copy()
+    first_orphan[1:] &= ~orphan_run[:-1]
+    if p0 == 1 and orphan_prev and R > 1:
+        first_orphan[1] = False
+    x = rs[first_orphan]
     findings.add(times[x], "irdy_without_transaction",
                  ["IRDY# asserted with no transaction (FRAME# not asserted before it)"] * len(x))
     if bad32 is not None:
-        _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, region, dp, w64, times, where_txt)
+        _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, w_idx, w_txn, wide, times, where_txt)
 
     # --- carry ---------------------------------------------------------------------------------
     if final:
         new = Carry({k: v[:0] for k, v in buf.items()}, times[:0], clock0 + n, False, leading,
-                    False, False, rec_base + len(s), word_base + len(w_idx))
+                    False, False, rec_base + len(s), word_base_next)
     else:
         if limit == n:        # nothing open: keep the last clock as "previous clock"
             c0, ctx = n - 1, True
@@ -418,22 +502,19 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
             c0, ctx = 0, False
         else:
             c0, ctx = limit - 1, True
-        last_orphan = bool(orphan[limit - 1]) if limit - 1 >= p0 else orphan_prev
+        if limit - 1 >= p0:
+            rl_ = int(runs.run_of(np.array([limit - 1]))[0])
+            last_orphan = bool(orphan_run[rl_])
+            c0_busy = bool(busy_run[int(runs.run_of(np.array([c0]))[0])])
+        else:
+            last_orphan = orphan_prev
+            c0_busy = bool(busy_run[0]) if n else False
         new = Carry({k: v[c0:].copy() for k, v in buf.items()}, times[c0:].copy(), clock0 + c0,
-                    ctx, leading, last_orphan, bool(busy[c0]), rec_base + len(s), word_base + len(w_idx))
+                    ctx, leading, last_orphan, c0_busy, rec_base + len(s), word_base_next)
     return rec, words, findings.array(), new
 
 
-def _region(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Boolean mask of the clocks lo[i]..hi[i] (inclusive; disjoint spans)."""
-    keep = (lo <= hi) & (lo < n)
-    delta = np.zeros(n + 1, np.int32)
-    np.add.at(delta, lo[keep], 1)
-    np.add.at(delta, np.minimum(hi[keep], n - 1) + 1, -1)
-    return np.cumsum(delta[:-1]) > 0
-
-
-def _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, region, dp, w64, times, where_txt):
+def _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, w_idx, w_txn, wide, times, where_txt):
     """One finding per phase with wrong parity (they are rare: a loop over them costs nothing)."""
     n = len(bad32)
     xs, msgs = [], []
@@ -445,18 +526,16 @@ def _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, region, dp,
         xs.append(sec[i]); msgs.append(f"PAR parity error on the second address phase of {where_txt([i])[0]}")
     for i in np.flatnonzero(attr_ok & bad32[at]):
         xs.append(at[i]); msgs.append(f"PAR parity error on the attribute phase of {where_txt([i])[0]}")
-    x = np.flatnonzero(dp & region)
-    t = np.searchsorted(s, x, side="right") - 1
-    b32 = bad32[x]
-    b64 = bad64[x] & w64[t] if bad64 is not None else np.zeros(len(x), bool)
+    b32 = bad32[w_idx]
+    b64 = bad64[w_idx] & wide if bad64 is not None else np.zeros(len(w_idx), bool)
     hit = b32 | b64
     if hit.any():
-        # data phase number within its transaction
-        first = np.searchsorted(x, x[np.searchsorted(t, t, side="left")])
-        number = np.arange(len(x)) - first + 1
-        for j in np.flatnonzero(hit):
-            which = " and ".join(w for w, on in (("PAR", b32[j]), ("PAR64", b64[j])) if on)
-            xs.append(x[j]); msgs.append(f"{which} parity error on data phase {number[j]} of {where_txt([t[j]])[0]}")
+        first = np.searchsorted(w_txn, w_txn, side="left")   # word index of each record's first
+        number = np.arange(len(w_idx)) - first + 1
+        for k in np.flatnonzero(hit):
+            which = " and ".join(w for w, on in (("PAR", b32[k]), ("PAR64", b64[k])) if on)
+            xs.append(w_idx[k])
+            msgs.append(f"{which} parity error on data phase {number[k]} of {where_txt([w_txn[k]])[0]}")
     findings.add(times[np.asarray(xs, np.int64)], "parity_error", msgs)
 
 

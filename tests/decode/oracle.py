@@ -32,6 +32,7 @@ def oracle_decode(sig: dict, times: list[int], *, mode: str = "pci", width: int 
             starts.append(c)
 
     recs, words, parity_times = [], [], []
+    phases_before = 0
     for si, s in enumerate(starts):
         # end: the first later clock that is idle or a new address phase
         end, truncated = None, True
@@ -157,8 +158,9 @@ def oracle_decode(sig: dict, times: list[int], *, mode: str = "pci", width: int 
             else:
                 byte_count = (ad_a & 0xFF) | (cbe_a << 8) or 4096
         rec_index = len(recs)
-        data_index = len(words)
-        for c in dp_clocks:
+        data_index = phases_before
+        phases_before += dps
+        for c in (dp_clocks if has_ad or has_cbe else ()):
             value = g["ad"][c] if has_ad else 0
             be = g["cbe_n"][c] if has_cbe else 0
             if w != 64:

@@ -217,9 +217,10 @@ def test_byte_enables_changed_during_target_wait():
 
 
 def test_control_only_bytes_from_width():
-    rec, words, _ = dec(["", "F", "FITD", "FITD", "ITD", ""], width=32)
+    rec, words, _ = dec(["", "F", "FITD", "FITD", "ITD", "", "F", "ITD", ""], width=32)
     assert rec[0]["bytes"] == 12 and rec[0]["command"] == "unknown"
-    assert words["value"].tolist() == [0, 0, 0]
+    # no AD, no C/BE#: no data words, data_index still counts data phases
+    assert len(words) == 0 and rec["data_index"].tolist() == [0, 3]
 
 
 def test_missing_control_signal_is_a_user_error():
