@@ -141,7 +141,7 @@ def _run_dask(tasks, options, address: str, with_series: bool) -> Iterable[tuple
         raise PcitraceError(f"--dask needs the Python package {exc.name!r}",
                             fix="pip install 'pcitrace[dist]'") from None
     try:
-        client = Client(address, timeout="10s", set_as_default=False)
+        client = Client(address, timeout="10s")
     except (OSError, TimeoutError) as exc:
         raise PcitraceError(f"cannot reach the Dask scheduler at {address}: {exc}",
                             fix="start it (dask scheduler) or check the address, e.g. tcp://host:8786") from None
