@@ -1,0 +1,711 @@
+"""The main window: timeline, transaction table, measurements, search, export and sessions.
+
+Loading runs in a QThread (``LoadWorker``): the signal rows are shown as soon as their change
+lists exist (first paint), then the decoded and analysis rows arrive when decoding and the
+analyser are done. Progress and Cancel sit in the status bar; the window stays responsive.
+Every failure a file or profile can cause ends in an error dialog, never in a crash.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import traceback
+from pathlib import Path
+
+import numpy as np
+from PyQt5 import QtCore, QtGui, QtWidgets
+
+from pcitrace.capture._atomic import atomic_path
+from pcitrace.errors import PcitraceError
+from pcitrace.gui import document as D
+from pcitrace.gui.document import Cancelled, Document, session_path_for
+from pcitrace.gui.table import ANY, TransactionPanel
+from pcitrace.gui.timeline import Timeline
+from pcitrace.gui.units import format_freq, format_time
+
+SESSION_VERSION = 1
+CSV_FIELDS = ("index", "bus", "start_ps", "end_ps", "clocks", "command", "dac", "address", "data_phases",
+              "bytes", "devsel", "termination", "initiator_waits", "target_waits", "parity_error",
+              "width", "gnt", "tag", "requester", "byte_count")
+
+
+def error_text(exc: BaseException) -> str:
+    if isinstance(exc, PcitraceError):
+        return str(exc)
+    if isinstance(exc, (OSError, ValueError, KeyError, EOFError)):
+        return f"{type(exc).__name__}: {exc}"
+    return f"unexpected {type(exc).__name__}: {exc}"
+
+
+class LoadWorker(QtCore.QObject):
+    """Opens, reads and decodes a capture off the GUI thread."""
+
+    progress = QtCore.pyqtSignal(float, str)
+    signalsReady = QtCore.pyqtSignal(object)
+    decoded = QtCore.pyqtSignal(object)
+    failed = QtCore.pyqtSignal(str)
+    cancelled = QtCore.pyqtSignal()
+    finished = QtCore.pyqtSignal()
+
+    def __init__(self, path, profile, decode=True):
+        super().__init__()
+        self.path, self.profile, self.do_decode = path, profile, decode
+        self._cancel = False
+
+    def cancel(self):
+        self._cancel = True
+
+    def run(self):
+        try:
+            doc = Document.open(self.path, self.profile,
+                                progress=lambda f, t: self.progress.emit(0.3 * f, t),
+                                cancelled=lambda: self._cancel)
+            self.signalsReady.emit(doc)
+            if self.do_decode:
+                doc.decode(progress=lambda f, t: self.progress.emit(0.3 + 0.7 * f, t),
+                           cancelled=lambda: self._cancel)
+                self.decoded.emit(doc)
+        except Cancelled:
+            self.cancelled.emit()
+        except Exception as exc:   # every input problem becomes a dialog, not a crash
+            self.failed.emit(error_text(exc))
+        finally:
+            self.finished.emit()
+
+
+class MeasurePanel(QtWidgets.QTableWidget):
+    """Figures between the cursors, per bus."""
+
+    def __init__(self, parent=None):
+        super().__init__(0, 2, parent)
+        self.setHorizontalHeaderLabels(["Quantity", "Value"])
+        self.verticalHeader().setVisible(False)
+        self.horizontalHeader().setStretchLastSection(True)
+        self.setEditTriggers(QtWidgets.QAbstractItemView.NoEditTriggers)
+        self.values: dict[str, str] = {}
+
+    def show_values(self, rows: list[tuple[str, str]]):
+        self.values = dict(rows)
+        self.setRowCount(len(rows))
+        for i, (k, v) in enumerate(rows):
+            a = QtWidgets.QTableWidgetItem(k)
+            b = QtWidgets.QTableWidgetItem(v)
+            if not v:
+                f = a.font()
+                f.setBold(True)
+                a.setFont(f)
+            self.setItem(i, 0, a)
+            self.setItem(i, 1, b)
+        self.resizeColumnToContents(0)
+
+
+def measure(doc, a_ps: float | None, b_ps: float | None) -> list[tuple[str, str]]:
+    """Cursor figures: delta-t, 1/delta-t and per PCI bus busy clocks, occupancy, bytes, MB/s."""
+    rows = [("Cursor A", format_time(a_ps, 7) if a_ps is not None else "-"),
+            ("Cursor B", format_time(b_ps, 7) if b_ps is not None else "-")]
+    if a_ps is None or b_ps is None:
+        rows.append(("Δt", "place both cursors (left / right click)"))
+        return rows
+    t0, t1 = min(a_ps, b_ps), max(a_ps, b_ps)
+    dt = t1 - t0
+    rows += [("Δt", format_time(dt, 6)), ("1/Δt", format_freq(1e12 / dt) if dt > 0 else "-")]
+    if doc is None or doc.result is None or dt <= 0:
+        return rows
+    rec = doc.result.records
+    for name, ba in (doc.analysis.buses.items() if doc.analysis else []):
+        period = doc.periods.get(name)
+        if not period:
+            continue
+        from pcitrace.analyse.occupancy import BusyTime
+        busy = BusyTime.of(ba.records, period)
+        busy_ps = float(busy.between(t0, t1))
+        clocks = dt / period
+        sel = (rec["bus"] == name) & (rec["start_ps"] >= t0) & (rec["start_ps"] < t1)
+        nbytes = int(rec["bytes"][sel].sum())
+        rows += [(f"{name}", ""),
+                 ("  transactions", str(int(sel.sum()))),
+                 ("  busy clocks", f"{busy_ps / period:.0f} of {clocks:.0f}"),
+                 ("  occupancy", f"{100 * busy_ps / dt:.1f} %"),
+                 ("  bytes", str(nbytes)),
+                 ("  throughput", f"{nbytes / (dt * 1e-12) / 1e6:.2f} MB/s")]
+    return rows
+
+
+class Legend(QtWidgets.QWidget):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        line1 = QtWidgets.QWidget()
+        lay = QtWidgets.QHBoxLayout(line1)
+        lay.setContentsMargins(6, 2, 6, 0)
+        lay.setSpacing(8)
+
+        def add(colour, text):
+            sw = QtWidgets.QLabel()
+            pm = QtGui.QPixmap(14, 10)
+            pm.fill(QtGui.QColor(colour))
+            sw.setPixmap(pm)
+            lay.addWidget(sw)
+            lab = QtWidgets.QLabel(text)
+            lay.addWidget(lab)
+
+        lay.addWidget(QtWidgets.QLabel("<b>Terminations:</b>"))
+        for t in D.TERMINATIONS:
+            add(D.TERMINATION_COLOURS[t], D.TERMINATION_LABELS[t])
+        lay.addStretch(1)
+        outer.addWidget(line1)
+        line2 = QtWidgets.QWidget()
+        lay = QtWidgets.QHBoxLayout(line2)
+        lay.setContentsMargins(6, 0, 6, 2)
+        lay.setSpacing(8)
+        lay.addWidget(QtWidgets.QLabel("<b>DMA bursts:</b>"))
+        for c, t in zip(reversed(D.BURST_COLOURS), reversed(D.BURST_LABELS)):
+            add(c, t)
+        lay.addSpacing(12)
+        lay.addWidget(QtWidgets.QLabel("<b>CSR groups:</b>"))
+        for c, t in zip(reversed(D.GROUP_COLOURS), ("setup group", "interrupt group")):
+            add(c, t)
+        lay.addSpacing(12)
+        add(D.FINDING_COLOUR, "protocol finding")
+        lay.addSpacing(12)
+        lay.addWidget(QtWidgets.QLabel("<b>Occupancy:</b> white idle → red busy"))
+        lay.addSpacing(12)
+        lay.addWidget(QtWidgets.QLabel("<b>- - -</b> frame ↔ DMA link"))
+        lay.addStretch(1)
+        outer.addWidget(line2)
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    documentReady = QtCore.pyqtSignal()     # signal rows shown
+    decodeReady = QtCore.pyqtSignal()       # decoded rows and table filled
+    loadFailed = QtCore.pyqtSignal(str)
+
+    def __init__(self, settings: QtCore.QSettings | None = None):
+        super().__init__()
+        self.setWindowTitle("pcitrace")
+        self.setAcceptDrops(True)
+        self.settings = settings or QtCore.QSettings("pcitrace", "viewer")
+        self.doc: Document | None = None
+        self.profile_path: str | None = None
+        self._thread = None
+        self._worker = None
+        self._pending_session: dict | None = None
+        self.search_index = None
+
+        self.timeline = Timeline()
+        scroll = QtWidgets.QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarAlwaysOff)
+        scroll.setWidget(self.timeline)
+        self.scroll = scroll
+        centre = QtWidgets.QWidget()
+        cl = QtWidgets.QVBoxLayout(centre)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.setSpacing(0)
+        cl.addWidget(self._search_bar())
+        cl.addWidget(scroll, 1)
+        cl.addWidget(Legend())
+        self.setCentralWidget(centre)
+
+        self.table = TransactionPanel()
+        dock = QtWidgets.QDockWidget("Transactions", self)
+        dock.setObjectName("transactions")
+        dock.setWidget(self.table)
+        self.addDockWidget(QtCore.Qt.BottomDockWidgetArea, dock)
+        self.table_dock = dock
+        self.measure = MeasurePanel()
+        mdock = QtWidgets.QDockWidget("Measurements", self)
+        mdock.setObjectName("measurements")
+        mdock.setWidget(self.measure)
+        self.addDockWidget(QtCore.Qt.RightDockWidgetArea, mdock)
+        self.measure_dock = mdock
+        self.measure.setMinimumWidth(300)
+
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMaximumWidth(240)
+        self.progress.setRange(0, 1000)
+        self.progress.hide()
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.hide()
+        self.cancel_button.clicked.connect(self.cancel_loading)
+        self.statusBar().addPermanentWidget(self.progress)
+        self.statusBar().addPermanentWidget(self.cancel_button)
+
+        self.timeline.recordClicked.connect(self._timeline_record_clicked)
+        self.timeline.cursorsChanged.connect(self.update_measurements)
+        self.table.recordActivated.connect(self._table_record_activated)
+        self.table.filterError.connect(lambda m: self.show_error(m))
+        self._build_menus()
+        self.update_measurements()
+        self.resize(1500, 950)
+
+    # -- UI construction ---------------------------------------------------------------------
+    def _search_bar(self):
+        w = QtWidgets.QWidget()
+        lay = QtWidgets.QHBoxLayout(w)
+        lay.setContentsMargins(4, 2, 4, 2)
+        lay.addWidget(QtWidgets.QLabel("Search"))
+        self.search_edit = QtWidgets.QLineEdit()
+        self.search_edit.setPlaceholderText("command, address, termination or bus (e.g. MemWr, febc00, retry)")
+        self.search_edit.returnPressed.connect(lambda: self.search(+1))
+        lay.addWidget(self.search_edit, 1)
+        prev_b = QtWidgets.QPushButton("◀ Previous")
+        next_b = QtWidgets.QPushButton("Next ▶")
+        prev_b.clicked.connect(lambda: self.search(-1))
+        next_b.clicked.connect(lambda: self.search(+1))
+        lay.addWidget(prev_b)
+        lay.addWidget(next_b)
+        self.search_status = QtWidgets.QLabel("")
+        lay.addWidget(self.search_status)
+        return w
+
+    def _action(self, menu, text, slot, shortcut=None, shortcuts=None):
+        a = QtWidgets.QAction(text, self)
+        if shortcuts:
+            a.setShortcuts([QtGui.QKeySequence(s) for s in shortcuts])
+        elif shortcut:
+            a.setShortcut(QtGui.QKeySequence(shortcut))
+        a.setShortcutContext(QtCore.Qt.WindowShortcut)
+        a.triggered.connect(lambda *_: slot())
+        menu.addAction(a)
+        return a
+
+    def _build_menus(self):
+        mb = self.menuBar()
+        f = mb.addMenu("&File")
+        self._action(f, "&Open capture…", self.choose_capture, QtGui.QKeySequence.Open)
+        self._action(f, "Open &profile…", self.choose_profile, "Ctrl+P")
+        self.recent_menu = f.addMenu("Open &recent")
+        self._fill_recent()
+        f.addSeparator()
+        self._action(f, "&Save session", self.save_session, QtGui.QKeySequence.Save)
+        self._action(f, "Export view as &PNG…", self.choose_export_png, "Ctrl+E")
+        self._action(f, "Export filtered transactions as &CSV…", self.choose_export_csv, "Ctrl+Shift+E")
+        f.addSeparator()
+        self._action(f, "&Quit", self.close, QtGui.QKeySequence.Quit)
+        v = mb.addMenu("&View")
+        tl = self.timeline
+        self._action(v, "Zoom &in", lambda: tl.zoom(2.0), shortcuts=["+", "="])
+        self._action(v, "Zoom &out", lambda: tl.zoom(0.5), "-")
+        self._action(v, "Zoom to &fit", tl.zoom_fit, "F")
+        self._action(v, "Zoom to &cursors", self.zoom_to_cursors, "Z")
+        self._action(v, "Pan &left", lambda: tl.pan(-0.25), "Left")
+        self._action(v, "Pan &right", lambda: tl.pan(0.25), "Right")
+        self._action(v, "Go to &start", lambda: self._goto_edge(0), "Home")
+        self._action(v, "Go to &end", lambda: self._goto_edge(1), "End")
+        v.addSeparator()
+        self.all_signals_action = QtWidgets.QAction("&All signals (CLK, PAR, REQ64#, …)", self, checkable=True)
+        self.all_signals_action.setShortcut(QtGui.QKeySequence("Ctrl+L"))
+        self.all_signals_action.toggled.connect(self.set_all_signals)
+        v.addAction(self.all_signals_action)
+        v.addAction(self.table_dock.toggleViewAction())
+        v.addAction(self.measure_dock.toggleViewAction())
+        m = mb.addMenu("&Markers")
+        self._action(m, "Cursor &A at mouse", lambda: self._cursor_at_mouse("A"), "A")
+        self._action(m, "Cursor &B at mouse", lambda: self._cursor_at_mouse("B"), "B")
+        self._action(m, "Add &marker at mouse…", self._marker_at_mouse, "M")
+        self._action(m, "&Clear markers", self.timeline.clear_markers)
+        s = mb.addMenu("&Search")
+        self._action(s, "&Find…", lambda: self.search_edit.setFocus(), QtGui.QKeySequence.Find)
+        self._action(s, "Find &next", lambda: self.search(+1), shortcuts=["F3", "N"])
+        self._action(s, "Find &previous", lambda: self.search(-1), shortcuts=["Shift+F3", "Shift+N"])
+        h = mb.addMenu("&Help")
+        self._action(h, "&Keys and mouse", self._show_keys, "F1")
+
+    def _show_keys(self):
+        QtWidgets.QMessageBox.information(self, "pcitrace viewer", (
+            "Wheel: zoom at the mouse    Drag: pan    Shift+drag: zoom to selection\n"
+            "Left click: cursor A (on a transaction: select it)    Right click: cursor B\n"
+            "+ / -: zoom    F: fit    Z: zoom to cursors    ← →: pan    Home / End\n"
+            "A / B: cursor at mouse    M: named marker at mouse\n"
+            "N / Shift+N, F3 / Shift+F3: next / previous search hit\n"
+            "Ctrl+O open   Ctrl+P profile   Ctrl+S session   Ctrl+E PNG   Ctrl+Shift+E CSV"))
+
+    def _fill_recent(self):
+        self.recent_menu.clear()
+        for p in self.recent_files():
+            a = self.recent_menu.addAction(p)
+            a.triggered.connect(lambda _=False, p=p: self.open_path(p))
+
+    def recent_files(self) -> list[str]:
+        v = self.settings.value("recent", [])
+        if isinstance(v, str):
+            v = [v]
+        return [str(x) for x in (v or [])]
+
+    def _remember(self, path):
+        path = os.path.abspath(path)
+        rec = [path] + [p for p in self.recent_files() if p != path]
+        self.settings.setValue("recent", rec[:10])
+        self._fill_recent()
+
+    # -- opening ---------------------------------------------------------------------------
+    def choose_capture(self):
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(
+            self, "Open capture", "", "Captures (*.sr *.vcd *.vcd.gz);;All files (*)")
+        if path:
+            self.open_path(path)
+
+    def choose_profile(self):
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open profile", "", "Profiles (*.toml);;All files (*)")
+        if path and self.doc is not None:
+            self.open_path(self.doc.path, profile=path)
+        elif path:
+            self.profile_path = path
+
+    def open_path(self, path, profile=None, *, synchronous: bool = False, restore_session: bool = True):
+        """Open a capture; ``synchronous`` does it on this thread (screenshots, scripts)."""
+        if self.doc is not None:
+            self.save_session(quiet=True)
+        self.cancel_loading(wait=True)
+        path = os.fspath(path)
+        session = self._read_session(path) if restore_session else None
+        if profile is None and session and session.get("profile") and os.path.exists(session["profile"]):
+            profile = session["profile"]
+        self.profile_path = os.fspath(profile) if profile else None
+        self._pending_session = session
+        self.statusBar().showMessage(f"opening {path} …")
+        if synchronous:
+            try:
+                doc = Document.open(path, self.profile_path)
+                self._signals_ready(doc)
+                doc.decode()
+                self._decoded(doc)
+            except Exception as exc:
+                self.show_error(error_text(exc))
+                self.loadFailed.emit(error_text(exc))
+            return
+        worker = LoadWorker(path, self.profile_path)
+        thread = QtCore.QThread(self)
+        worker.moveToThread(thread)
+        thread.started.connect(worker.run)
+        worker.progress.connect(self._progress)
+        worker.signalsReady.connect(self._signals_ready)
+        worker.decoded.connect(self._decoded)
+        worker.failed.connect(self._failed)
+        worker.cancelled.connect(lambda: self.statusBar().showMessage("loading cancelled", 5000))
+        worker.finished.connect(thread.quit)
+        worker.finished.connect(self._loading_done)
+        self._thread, self._worker = thread, worker
+        self.progress.setValue(0)
+        self.progress.show()
+        self.cancel_button.show()
+        thread.start()
+
+    def cancel_loading(self, wait: bool = False):
+        if self._worker is not None:
+            self._worker.cancel()
+        if wait and self._thread is not None:
+            self._thread.quit()
+            self._thread.wait(30000)
+            self._loading_done()
+
+    def is_loading(self) -> bool:
+        return self._thread is not None and self._thread.isRunning()
+
+    def _loading_done(self):
+        self.progress.hide()
+        self.cancel_button.hide()
+        self._worker = None
+        if self._thread is not None:
+            self._thread.wait(2000)
+        self._thread = None
+
+    def _progress(self, f, text):
+        self.progress.setValue(int(1000 * f))
+        self.progress.setFormat(f"{text} %p%")
+
+    def _failed(self, message):
+        self.statusBar().showMessage("could not open the capture", 10000)
+        self.show_error(message)
+        self.loadFailed.emit(message)
+
+    def show_error(self, message: str):
+        QtWidgets.QMessageBox.critical(self, "pcitrace", message)
+
+    def _signals_ready(self, doc):
+        self.doc = doc
+        self.setWindowTitle(f"pcitrace — {Path(doc.path).name}")
+        self.timeline.set_document(doc)
+        self._remember(doc.path)
+        self.table.set_document(None)
+        self.search_index = None
+        self._apply_session(self._pending_session, phase=1)
+        src = doc.profile.source if getattr(doc.profile, "source", None) else "file"
+        self.statusBar().showMessage(
+            f"{doc.path}: {doc.capture.num_samples:,} samples, {doc.capture.timebase.mode} mode, "
+            f"profile {doc.profile.describe()} ({src}); decoding …")
+        self.documentReady.emit()
+
+    def _decoded(self, doc):
+        if doc is not self.doc:
+            return
+        self.timeline.set_document(doc, keep_view=True)
+        self._apply_session(self._pending_session, phase=1)
+        self.table.set_document(doc)
+        self._apply_session(self._pending_session, phase=2)
+        self._pending_session = None
+        self._build_search_index()
+        n = len(doc.result.records)
+        self.statusBar().showMessage(f"{Path(doc.path).name}: {n:,} transactions, "
+                                     f"{len(doc.result.findings):,} findings", 15000)
+        self.update_measurements()
+        self.decodeReady.emit()
+
+    # -- drag and drop ------------------------------------------------------------------------
+    def dragEnterEvent(self, ev):
+        if ev.mimeData().hasUrls():
+            ev.acceptProposedAction()
+
+    def dropEvent(self, ev):
+        urls = [u.toLocalFile() for u in ev.mimeData().urls() if u.isLocalFile()]
+        caps = [u for u in urls if not u.lower().endswith(".toml")]
+        profs = [u for u in urls if u.lower().endswith(".toml")]
+        if caps:
+            self.open_path(caps[0], profile=profs[0] if profs else None)
+        elif profs and self.doc is not None:
+            self.open_path(self.doc.path, profile=profs[0])
+
+    # -- cursors, markers, navigation ----------------------------------------------------------
+    def _mouse_time(self) -> float | None:
+        vb = self.timeline.vb
+        pos = self.timeline.plot.mapFromGlobal(QtGui.QCursor.pos())
+        scene = self.timeline.plot.mapToScene(pos)
+        if not vb.sceneBoundingRect().contains(scene):
+            t0, t1 = self.timeline.view_range_ps()
+            return (t0 + t1) / 2
+        return vb.mapSceneToView(scene).x() * 1e6
+
+    def _cursor_at_mouse(self, which):
+        t = self._mouse_time()
+        if t is not None:
+            self.timeline.set_cursor(which, t)
+
+    def _marker_at_mouse(self):
+        t = self._mouse_time()
+        name, ok = QtWidgets.QInputDialog.getText(self, "Marker", "Marker name:",
+                                                  text=f"M{len(self.timeline.markers) + 1}")
+        if ok and name.strip():
+            self.timeline.add_marker(name.strip(), t)
+
+    def set_all_signals(self, on: bool):
+        if self.all_signals_action.isChecked() != bool(on):
+            self.all_signals_action.setChecked(bool(on))
+            return
+        self.timeline.show_all_signals = bool(on)
+        if self.doc is not None:
+            self.timeline.refresh_rows()
+
+    def zoom_to_cursors(self):
+        a, b = self.timeline.cursor_ps("A"), self.timeline.cursor_ps("B")
+        if a is not None and b is not None and a != b:
+            self.timeline.set_view(min(a, b), max(a, b))
+
+    def _goto_edge(self, end):
+        t0, t1 = self.timeline.view_range_ps()
+        span = t1 - t0
+        if self.doc is None:
+            return
+        if end:
+            self.timeline.set_view(self.doc.end_ps - span, self.doc.end_ps)
+        else:
+            self.timeline.set_view(self.doc.start_ps, self.doc.start_ps + span)
+
+    def update_measurements(self):
+        self.measure.show_values(measure(self.doc, self.timeline.cursor_ps("A"), self.timeline.cursor_ps("B")))
+
+    # -- table <-> timeline -------------------------------------------------------------------
+    def _timeline_record_clicked(self, i):
+        if not self.table.select_record(i):
+            self.statusBar().showMessage(f"transaction {i} is hidden by the table filter", 5000)
+
+    def _table_record_activated(self, i):
+        self.timeline.jump_to_record(i)
+
+    def select_record(self, i: int):
+        """Select a transaction everywhere and show it."""
+        self.table.select_record(i)
+        self.timeline.jump_to_record(i)
+
+    # -- search ----------------------------------------------------------------------------
+    def _build_search_index(self):
+        rec = self.doc.result.records
+        if len(rec) == 0:
+            self.search_index = np.zeros(0, "U8")
+            return
+        short = np.array([D.short_command(c) for c in rec["command"].tolist()])
+        addr = np.char.mod("%08x", rec["address"].astype(np.int64) & 0xFFFFFFFFFFFF)
+        parts = [rec["bus"], rec["command"], short, addr, rec["termination"], rec["devsel"]]
+        text = parts[0]
+        for p in parts[1:]:
+            text = np.char.add(np.char.add(text, " "), p)
+        self.search_index = np.char.lower(text)
+
+    def search(self, direction: int) -> int | None:
+        """Next (+1) or previous (-1) transaction matching the search text, from the selected
+        transaction (else the view centre); all words must match."""
+        if self.doc is None or self.doc.result is None or self.search_index is None:
+            return None
+        words = self.search_edit.text().lower().replace("0x", "").split()
+        if not words:
+            return None
+        m = np.ones(len(self.search_index), bool)
+        for w in words:
+            m &= np.char.find(self.search_index, w) >= 0
+        hits = np.flatnonzero(m)
+        if len(hits) == 0:
+            self.search_status.setText("no match")
+            return None
+        starts = self.doc.result.records["start_ps"]
+        cur = self.timeline.selected_record
+        if cur is not None:
+            pos = int(np.searchsorted(hits, cur, side="right" if direction > 0 else "left"))
+        else:
+            t0, t1 = self.timeline.view_range_ps()
+            pos = int(np.searchsorted(starts[hits], (t0 + t1) / 2, side="left"))
+        k = pos if direction > 0 else pos - 1
+        k %= len(hits)
+        i = int(hits[k])
+        self.search_status.setText(f"{k + 1} of {len(hits)}")
+        self.select_record(i)
+        return i
+
+    # -- export ------------------------------------------------------------------------------
+    def choose_export_png(self):
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export view", "view.png", "PNG (*.png)")
+        if path:
+            self._guard(lambda: self.export_png(path))
+
+    def choose_export_csv(self):
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export transactions", "transactions.csv",
+                                                        "CSV (*.csv)")
+        if path:
+            self._guard(lambda: self.export_csv(path))
+
+    def _guard(self, fn):
+        try:
+            fn()
+        except Exception as exc:
+            self.show_error(error_text(exc))
+
+    def export_png(self, path, whole_window: bool = False):
+        """The timeline (or the whole window) as a PNG, written atomically."""
+        widget = self if whole_window else self.timeline.plot
+        pm = widget.grab()
+        with atomic_path(path) as tmp:
+            if not pm.save(str(tmp), "PNG"):
+                raise PcitraceError("could not write the PNG", path=path, fix="check the directory is writable")
+
+    def export_csv(self, path):
+        """The transactions the table filter shows, in table order, written atomically."""
+        if self.doc is None or self.doc.result is None:
+            raise PcitraceError("nothing to export yet", fix="open a capture and wait for decoding")
+        rec = self.doc.result.records
+        with atomic_path(path) as tmp:
+            with open(tmp, "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(CSV_FIELDS)
+                for i in self.table.filtered_records():
+                    r = rec[int(i)]
+                    row = [int(i)]
+                    for f in CSV_FIELDS[1:]:
+                        v = r[f]
+                        row.append(f"0x{int(v):08x}" if f == "address" else
+                                   v.item() if hasattr(v, "item") else v)
+                    w.writerow(row)
+
+    # -- sessions --------------------------------------------------------------------------
+    def session_dict(self) -> dict:
+        t0, t1 = self.timeline.view_range_ps()
+        return {
+            "version": SESSION_VERSION,
+            "capture": Path(self.doc.path).name,
+            "profile": os.path.abspath(self.profile_path) if self.profile_path else None,
+            "view_ps": [t0, t1],
+            "cursors": {"A": self.timeline.cursor_ps("A"), "B": self.timeline.cursor_ps("B")},
+            "markers": [{"name": n, "t_ps": t} for n, t in self.timeline.marker_list()],
+            "filters": self.table.filter_values(),
+            "search": self.search_edit.text(),
+            "selected_record": self.timeline.selected_record,
+            "all_signals": self.timeline.show_all_signals,
+        }
+
+    def save_session(self, quiet: bool = False):
+        if self.doc is None:
+            return None
+        path = session_path_for(self.doc.path)
+        try:
+            with atomic_path(path) as tmp:
+                tmp.write_text(json.dumps(self.session_dict(), indent=2))
+        except Exception as exc:
+            if not quiet:
+                self.show_error(error_text(exc))
+            return None
+        if not quiet:
+            self.statusBar().showMessage(f"session saved to {path}", 5000)
+        return path
+
+    def _read_session(self, capture_path) -> dict | None:
+        path = session_path_for(capture_path)
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict) or data.get("version") != SESSION_VERSION:
+                raise ValueError("not a pcitrace session of this version")
+            return data
+        except Exception as exc:
+            self.statusBar().showMessage(f"{path}: session ignored ({exc}); delete or fix the file", 10000)
+            return None
+
+    def _apply_session(self, s: dict | None, phase: int):
+        if not s:
+            return
+        tl = self.timeline
+        try:
+            if phase == 1:
+                v = s.get("view_ps")
+                if v and len(v) == 2 and v[1] > v[0]:
+                    tl.set_view(float(v[0]), float(v[1]))
+                cur = s.get("cursors") or {}
+                for k in ("A", "B"):
+                    tl.set_cursor(k, float(cur[k]) if cur.get(k) is not None else None)
+                self.set_all_signals(bool(s.get("all_signals", False)))
+                tl.clear_markers()
+                for m in s.get("markers") or []:
+                    tl.add_marker(str(m["name"]), float(m["t_ps"]))
+                self.search_edit.setText(str(s.get("search") or ""))
+            else:
+                f = s.get("filters") or {}
+                self.table.set_filter_values(f.get("bus", ANY), f.get("command", ANY),
+                                             f.get("termination", ANY), f.get("lo", ""), f.get("hi", ""))
+                sel = s.get("selected_record")
+                if sel is not None and 0 <= int(sel) < len(self.doc.result.records):
+                    tl.select_record(int(sel))
+                    self.table.select_record(int(sel))
+        except (KeyError, TypeError, ValueError) as exc:
+            self.statusBar().showMessage(f"session partly ignored: {exc}", 10000)
+
+    def closeEvent(self, ev):
+        self.cancel_loading(wait=True)
+        if self.doc is not None:
+            self.save_session(quiet=True)
+        super().closeEvent(ev)
+
+
+def install_excepthook():
+    """An exception escaping a Qt slot aborts PyQt5; show it in a dialog instead."""
+    import sys
+
+    def hook(etype, value, tb):
+        text = "".join(traceback.format_exception(etype, value, tb))
+        sys.stderr.write(text)
+        app = QtWidgets.QApplication.instance()
+        if app is not None:
+            QtWidgets.QMessageBox.critical(None, "pcitrace", error_text(value))
+
+    sys.excepthook = hook
