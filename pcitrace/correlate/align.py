@@ -149,7 +149,9 @@ def _anchor_candidates(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: 
     cands: list[tuple[int, int]] = []
     head_n = int(min(len(cap), 24))
     m = len(run)
-    for i0 in range(min(3, len(cap))):
+    n_cap = len(cap)
+    starts = sorted(set([0, 1, 2] + [int(x) for x in np.linspace(0, max(n_cap - head_n, 0), 6).round()]))
+    for i0 in [x for x in starts if x < n_cap]:
         rel = cap[i0:i0 + head_n] - cap[i0]
         scores = np.empty(m)
         chunk = max(1, 2_000_000 // max(head_n, 1))
@@ -159,7 +161,7 @@ def _anchor_candidates(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: 
             pos = np.clip(np.searchsorted(run, pred), 1, m - 1)
             res = np.minimum(np.abs(pred - run[pos - 1]), np.abs(pred - run[pos]))
             scores[js] = np.minimum(res, tol).sum(axis=1)
-        for j in np.argsort(scores, kind="stable")[:limit]:
+        for j in np.argsort(scores, kind="stable")[:limit if i0 < 3 else 3]:
             cands.append((i0, int(j)))
     cands.append((0, int(np.argmin(run))))
     # Numbering cover: capture i <-> number n0 + i, n0 chosen so most numbers are observed.
@@ -211,36 +213,105 @@ def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: i
     num_to_j = {int(v): j for j, v in enumerate(rnum)}
     order_n = np.argsort(rnum, kind="stable")
     nums_sorted, times_by_num = rnum[order_n], run[order_n].astype(float)
+    lo_num, hi_num = int(nums_sorted[0]), int(nums_sorted[-1])
+
+    dn = np.diff(nums_sorted)
+    per_number = float(np.median(np.diff(times_by_num)[dn > 0] / dn[dn > 0])) if (dn > 0).any() else 0.0
+
+    def time_of(u: int) -> tuple[float, int]:
+        """Run time of number u; for a number the run lost, extrapolated from the last real
+        pair at the run's usual spacing (interpolating across a loss gap would smear the
+        sender's stalls inside it over the lost packets)."""
+        j = num_to_j.get(u)
+        if j is not None:
+            return float(run[j]), j
+        return r_t + (u - r_n) * per_number, -1
+
     pairs_i, pairs_j = [il], [jl]
     close = _close_mask(cap)
+    # The anchor is the last capture packet given a number: (capture index, number, run time);
+    # a number the run lost anchors at its interpolated time.
+    a_i, a_n, last_j = il, int(rnum[jl]), jl
+    r_i, r_n, r_t = il, int(rnum[jl]), float(run[jl])   # last real pair: time differences start here
     extra = 0
+    follow = 0  # > 0: the capture repeats the run's irregular intervals (a real capture of it)
     for i in range(il + 1, n_cap):
         if close[i]:
             extra += 1
             continue
-        step = i - il - extra
-        dc = float(cap[i] - cap[il])
-        # Candidates are scored by relative interval error, so that a capture jumping over
-        # a loss gap (600 us vs the run's 683 us) still beats "this is the next number".
-        best = None  # (relative error, priority, j or -1 for a number the run lost)
-        t = int(rnum[jl]) + step
-        jt = num_to_j.get(t)
-        if jt is not None and jt > jl:
-            best = (_rel(dc, float(run[jt] - run[jl])), 0, jt)
-        elif jt is None and nums_sorted[0] < t < nums_sorted[-1]:
-            tt = float(np.interp(t, nums_sorted, times_by_num))
-            best = (_rel(dc, tt - float(run[jl])), 0, -1)
-        for j in range(jl + 1, min(len(run), jl + 1 + lookahead)):
-            if j != jt:
-                # Not the numbered successor: it has to fit the interval on its own.
-                sc = _rel(dc, float(run[j] - run[jl]))
-                if (sc <= 0.5 or abs(dc - float(run[j] - run[jl])) <= tol) and (best is None or (sc, 1, j) < best):
-                    best = (sc, 1, j)
-        if best is None or best[2] < 0:
-            continue  # nothing fits, or the run lost this packet: unpaired (named later)
-        pairs_i.append(i)
-        pairs_j.append(best[2])
-        il, jl, extra = i, best[2], 0
+        dc = float(cap[i] - cap[r_i])
+        dc_local = float(cap[i] - cap[a_i])
+        t = a_n + (i - a_i - extra)
+        # Candidates: the numbered successor t, the next few numbers (the capture skipped
+        # packets) and the next few packets the run has (the capture jumped over a loss gap).
+        # A number the run has is judged by the exact interval since the last real pair; one it
+        # lost by the local interval at the run's usual spacing. The successor wins unless
+        # another candidate fits clearly better.
+        nexts = [int(rnum[j]) for j in range(last_j + 1, min(len(run), last_j + 1 + lookahead))]
+        obs = []    # (abs error, number, run index, run time, relative error) for numbers the run has
+        virt = []   # (relative error, number) for numbers the run lost
+        # Numbers between the last real pair and t come back in when the run has them: that
+        # repairs a wrong guess made while the run had no times to check.
+        for u in sorted(set(range(r_n + 1, t + lookahead + 1)).union(nexts)):
+            if not (lo_num <= u <= hi_num):
+                continue
+            j = num_to_j.get(u)
+            if j is not None:
+                if j > last_j:
+                    tu = float(run[j])
+                    obs.append((abs(dc - (tu - r_t)), u, j, tu, _rel(dc, tu - r_t)))
+            elif u >= t:
+                virt.append((_rel(dc_local, (u - a_n) * per_number), u))
+        best = None
+        succ_obs = next((o for o in obs if o[1] == t), None)
+        if succ_obs is not None:
+            # The run has the successor: another number only if its time fits clearly better.
+            o = min(obs)
+            best = o if o[0] < succ_obs[0] - tol / 2 else succ_obs
+            if best is succ_obs and succ_obs[0] > tol + 0.03 * dc and follow >= 0:
+                # The successor's time does not fit. If a number the run lost lies between the
+                # last pair and t and fits (counted back from the successor's time), the numbering
+                # ran ahead inside a loss gap (a stall there looks like skipped packets): repair.
+                here = r_t + dc
+                # (Only when the capture follows the run's own irregularities: a simulated, regular
+                # capture of a real run never does, and there a late successor is a stall.)
+                behind = [(abs(here - (succ_obs[3] - (t - u) * per_number)), u)
+                          for u in range(max(r_n + 1, t - 4 * lookahead), t) if u not in num_to_j]
+                if behind and min(behind)[0] <= tol:
+                    best = (0.0, min(behind)[1], -1, 0.0, 0.0)
+        else:
+            succ_v = next((v for v in virt if v[1] == t), None)
+            # Exact times: the tolerance plus 3 % of the elapsed time (a simulated or idealised
+            # capture drifts from a real sender's stalls over long loss gaps) ...
+            fit_obs = [o for o in obs if o[0] <= tol + 0.03 * dc]
+            # ... or, when the lost successor does not fit at all (the capture jumped a loss
+            # gap), a proportional fit.
+            if not fit_obs and (succ_v is None or succ_v[0] > 0.5):
+                fit_obs = [o for o in obs if o[4] <= 0.15]
+            fit_virt = [v for v in virt if v[0] <= 0.5]
+            cands = [(o[4], o[1], o[2], o[3]) for o in fit_obs] + [(v[0], v[1], -1, 0.0) for v in fit_virt]
+            if succ_v is not None:
+                other = min((c for c in cands if c[1] != t), default=None)
+                best = (succ_v[0], t, -1, 0.0) if other is None or other[0] >= succ_v[0] - 0.15 else other
+            elif cands:
+                best = min(cands)
+            if best is not None and len(best) == 5:
+                best = best[:4]
+        if best is not None and len(best) == 5:
+            best = (best[4], best[1], best[2], best[3])
+        if best is None:
+            continue
+        _sc, u, j, tu = best
+        a_i, a_n, extra = i, u, 0
+        if j >= 0:
+            if u == r_n + 1:
+                dr = tu - r_t
+                if abs(dr - per_number) > tol:
+                    follow += 1 if abs(dc - dr) <= tol else -1
+            pairs_i.append(i)
+            pairs_j.append(j)
+            last_j = j
+            r_i, r_n, r_t = i, u, tu
     return np.array(pairs_i, np.int64), np.array(pairs_j, np.int64)
 
 
@@ -249,19 +320,37 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / m if m > 0 else 0.0
 
 
+def _track_both(cap, run, rnum, tol, i0, j0):
+    """Track forward from the anchor, and backward (the same walk on the reversed, negated
+    series) for the capture packets before it."""
+    ci_f, rj_f = _track(cap, run, rnum, tol, i0, j0)
+    if i0 == 0:
+        return ci_f, rj_f
+    n, m = len(cap), len(run)
+    ci_b, rj_b = _track(-cap[::-1], -run[::-1], -rnum[::-1], tol, n - 1 - i0, m - 1 - j0)
+    ci_b, rj_b = (n - 1 - ci_b)[::-1], (m - 1 - rj_b)[::-1]
+    return np.concatenate([ci_b[:-1], ci_f]), np.concatenate([rj_b[:-1], rj_f])
+
+
 def _best_track(cap, run, rnum, tol):
-    best = None
+    start = (0, int(np.argmin(run)))
+    results = []
     for i0, j0 in _anchor_candidates(cap, run, rnum, tol):
-        ci, rj = _track(cap, run, rnum, tol, i0, j0)
+        ci, rj = _track_both(cap, run, rnum, tol, i0, j0)
         # Pairs whose offset hardly moves from the previous pair's: a true alignment keeps
         # the offset steady except at sender stalls; a whole-packet shift breaks it wherever
         # the intervals are irregular.
         d = (cap[ci] - run[rj]).astype(float)
         steady = int(np.sum(np.abs(np.diff(d)) <= tol / 2)) if len(d) > 1 else 0
-        key = (steady, len(ci))
-        if best is None or key > best[0]:
-            best = (key, ci, rj)
-    return best[1], best[2]
+        results.append(((steady, len(ci)), (i0, j0), ci, rj))
+    best = max(results, key=lambda r: r[0])
+    # A regular stream (a simulator's, or a paced sender's) against a run fits equally well at
+    # whole-packet shifts; then the stream's start is the evidence: when the capture and the
+    # run both begin with the stream, their first packets pair up.
+    for key, anchor, ci, rj in results:
+        if anchor == start and key[0] >= 0.98 * best[0][0] and key[1] >= 0.98 * best[0][1]:
+            return ci, rj
+    return best[2], best[3]
 
 
 def _fit(run_t: np.ndarray, cap_t: np.ndarray) -> tuple[float, float]:
