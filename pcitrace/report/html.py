@@ -58,7 +58,7 @@ def _plots(bus: dict, series: dict) -> str:
 
     imgs = []
     # Occupancy over time.
-    fig, ax = plt.subplots(figsize=(4.6, 2.7))
+    fig, ax = plt.subplots(figsize=(3.9, 2.6))
     t, occ = series["rolling_t_us"], series["rolling_occupancy"]
     if t:
         ax.plot(t, [100 * (o or 0) for o in occ], lw=1.2, color="#0b3d91", label="rolling")
@@ -73,7 +73,7 @@ def _plots(bus: dict, series: dict) -> str:
     imgs.append(_png(fig))
 
     # DMA burst sizes.
-    fig, ax = plt.subplots(figsize=(4.6, 2.7))
+    fig, ax = plt.subplots(figsize=(3.9, 2.6))
     bb = series["burst_bytes"]
     if bb:
         ax.hist(bb, bins=min(40, max(5, len(set(bb)))), color="#2a9d8f", edgecolor="white")
@@ -86,7 +86,7 @@ def _plots(bus: dict, series: dict) -> str:
     imgs.append(_png(fig))
 
     # Per-packet breakdown: stacked bars for the first packets.
-    fig, ax = plt.subplots(figsize=(4.6, 2.7))
+    fig, ax = plt.subplots(figsize=(3.9, 2.6))
     n = min(len(series["packet_t_us"]), 60)
     if n:
         bottom = [0.0] * n
