@@ -194,12 +194,13 @@ def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 25
     """1-bit channels that look like clocks: many rising edges at a steady period.
 
     A channel counts when at least 90% of its rising-edge periods are within 5% of the
-    median and its edges fill the time between its first and last edge at that period;
-    data lines toggle irregularly or in bursts and fail one of the two.
+    median, its edges fill the time between its first and last edge at that period, and
+    they cover at least half the capture; data lines toggle irregularly or in bursts.
     """
     if capture.timebase.mode == "state":
         return []
     names = [c.name for c in capture.channels if c.width == 1][:max_channels]
+    duration = capture.duration_ps
     out = []
     for n, (count, times, last) in edge_summary(capture, names).items():
         if count < min_edges or len(times) < 2:
@@ -210,8 +211,9 @@ def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 25
             continue
         steady = np.mean(np.abs(d - med) <= 0.05 * med)
         span = last - int(times[0])
-        # a clock runs all along: its edges cover the span they occupy at the median period
-        if steady >= 0.9 and count * med >= 0.9 * span:
+        # a clock runs all along: its edges fill their own span at the median period, and
+        # that span is most of the capture (a regular burst on a data line is not a clock)
+        if steady >= 0.9 and count * med >= 0.9 * span and count * med >= 0.5 * duration:
             out.append(ClockStats(n, count, 1e12 / med, int(times[0]), last))
     return out
 
