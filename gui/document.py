@@ -267,6 +267,19 @@ class Document:
             sel = recs["bus"] == name
             if name in self.periods:
                 self.record_end[sel] += int(round(self.periods[name]))
+        # per bus: data word times (sorted) and cumulative bytes, for byte counts between cursors
+        self.word_bytes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        w = res.words
+        if len(w):
+            wrec = recs[w["record"]]
+            mask = np.where(wrec["width"] == 64, 0xFF, 0x0F).astype(np.uint8)
+            enabled = (~w["byte_enables"]) & mask
+            nbytes = np.unpackbits(enabled[:, None], axis=1).sum(1).astype(np.int64)
+            for name in res.buses:
+                sel = wrec["bus"] == name
+                t = w["time_ps"][sel]
+                order = np.argsort(t, kind="stable")
+                self.word_bytes[name] = (t[order], np.concatenate(([0], np.cumsum(nbytes[sel][order]))))
         new: list[Row] = []
         for bus in self.profile.buses:
             name = bus.name
@@ -308,6 +321,27 @@ class Document:
             out.extend(r for r in self.rows if r.group == g and not r.key.split("/", 1)[1].startswith("#"))
             out.extend(r for r in new if r.group == g)
         self.rows = out
+
+    def bytes_between(self, bus: str, t0: float, t1: float) -> int:
+        """Bytes moved on ``bus`` in [t0, t1): enabled byte lanes of the data words in it, or
+        without AD / C/BE# each transaction's bytes in proportion to its overlap."""
+        wb = self.word_bytes.get(bus)
+        if wb is not None:
+            t, cum = wb
+            i0, i1 = np.searchsorted(t, [t0, t1], side="left")
+            return int(cum[i1] - cum[i0])
+        rec = self.result.records
+        sel = np.flatnonzero(rec["bus"] == bus)
+        s = rec["start_ps"][sel].astype(np.float64)
+        e = self.record_end[sel].astype(np.float64)
+        ov = np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0, None)
+        frac = np.where(e > s, ov / np.maximum(e - s, 1), 0)
+        return int(round(float((rec["bytes"][sel] * frac).sum())))
+
+    def transactions_between(self, bus: str, t0: float, t1: float) -> int:
+        rec = self.result.records
+        sel = (rec["bus"] == bus) & (rec["start_ps"] < t1) & (self.record_end > t0)
+        return int(sel.sum())
 
     # -- labels ---------------------------------------------------------------------------
     def record_label(self, i: int, long: bool = False) -> str:

@@ -161,13 +161,10 @@ class RowsItem(pg.GraphicsObject):
             p.setFont(self.font)
             p.setPen(TEXT)
             for a, b, val in zip(xs, xe, v.values):
-                text = _hex(int(val), digits)
-                need = self.char_w * len(text) + 8
-                if b - a < need:
-                    if b - a >= self.char_w * 3 + 8:
-                        text = "…" + text[-2:]
-                    else:
-                        continue
+                full = _hex(int(val), digits)
+                text = self._fit([full, "…" + full[-4:], "…" + full[-2:]], b - a - 2)
+                if not text:
+                    continue
                 vis_a, vis_b = max(a, c.dx0), min(b, c.dx0 + c.width)
                 p.drawText(QtCore.QRectF(vis_a, y0, vis_b - vis_a, y1 - y0), QtCore.Qt.AlignCenter, text)
             return
@@ -237,6 +234,15 @@ class RowsItem(pg.GraphicsObject):
             return self._fit([f"{cmd} {addr} {int(r['bytes'])}B{extra}", f"{cmd} {addr}", cmd], w)
 
         self._paint_intervals(c, row, y0, y1, label)
+        # data phases: a tick per completed data phase once they are 5 pixels apart
+        wb = getattr(doc, "word_bytes", {}).get(row.group)
+        if wb is not None:
+            t = wb[0]
+            i0, i1 = np.searchsorted(t, [c.t0, c.t1])
+            if 0 < i1 - i0 <= c.width // 5:
+                xs = c.x(t[i0:i1])
+                segs = np.column_stack([xs, np.full(len(xs), y1 - 5), xs, np.full(len(xs), y1)])
+                self._draw_segments(c.p, segs, QtGui.QColor("#ffffff"))
 
     def _paint_csr(self, c, row, y0, y1):
         ba = self.tl.doc.analysis.buses[row.group]
@@ -519,7 +525,7 @@ class Timeline(QtWidgets.QWidget):
     def _cursor_line(self, name, colour):
         line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen(colour, width=1.5),
                                hoverPen=pg.mkPen(colour, width=3), label=name,
-                               labelOpts={"position": 0.02, "color": colour, "fill": (255, 255, 255, 220)})
+                               labelOpts={"position": 0.01, "color": colour, "fill": (255, 255, 255, 255)})
         line.setZValue(10)
         line.hide()
         line.sigPositionChanged.connect(lambda *_: self.cursorsChanged.emit())

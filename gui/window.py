@@ -122,10 +122,9 @@ def measure(doc, a_ps: float | None, b_ps: float | None) -> list[tuple[str, str]
         busy = BusyTime.of(ba.records, period)
         busy_ps = float(busy.between(t0, t1))
         clocks = dt / period
-        sel = (rec["bus"] == name) & (rec["start_ps"] >= t0) & (rec["start_ps"] < t1)
-        nbytes = int(rec["bytes"][sel].sum())
+        nbytes = doc.bytes_between(name, t0, t1)
         rows += [(f"{name}", ""),
-                 ("  transactions", str(int(sel.sum()))),
+                 ("  transactions", str(doc.transactions_between(name, t0, t1))),
                  ("  busy clocks", f"{busy_ps / period:.0f} of {clocks:.0f}"),
                  ("  occupancy", f"{100 * busy_ps / dt:.1f} %"),
                  ("  bytes", str(nbytes)),
@@ -136,47 +135,58 @@ def measure(doc, a_ps: float | None, b_ps: float | None) -> list[tuple[str, str]
 class Legend(QtWidgets.QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
-        outer = QtWidgets.QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        outer.setSpacing(0)
-        line1 = QtWidgets.QWidget()
-        lay = QtWidgets.QHBoxLayout(line1)
-        lay.setContentsMargins(6, 2, 6, 0)
-        lay.setSpacing(8)
+        grid = QtWidgets.QGridLayout(self)
+        grid.setContentsMargins(6, 2, 6, 2)
+        grid.setHorizontalSpacing(6)
+        grid.setVerticalSpacing(0)
+        font = self.font()
+        font.setPixelSize(11)
+        self.setFont(font)
+        self._row = 0
+        self._col = 0
 
-        def add(colour, text):
+        # two columns of entries under full-width titles, so the dock stays short
+        def title(text):
+            if self._col:
+                self._row += 1
+                self._col = 0
+            lab = QtWidgets.QLabel(f"<b>{text}</b>")
+            grid.addWidget(lab, self._row, 0, 1, 4)
+            self._row += 1
+
+        def add(colour, text, dashed=False):
             sw = QtWidgets.QLabel()
-            pm = QtGui.QPixmap(14, 10)
-            pm.fill(QtGui.QColor(colour))
+            pm = QtGui.QPixmap(16, 10)
+            pm.fill(QtGui.QColor("#ffffff" if dashed else colour))
+            if dashed:
+                p = QtGui.QPainter(pm)
+                p.setPen(QtGui.QPen(QtGui.QColor(colour), 1, QtCore.Qt.DashLine))
+                p.drawLine(0, 5, 16, 5)
+                p.end()
             sw.setPixmap(pm)
-            lay.addWidget(sw)
-            lab = QtWidgets.QLabel(text)
-            lay.addWidget(lab)
+            grid.addWidget(sw, self._row, 2 * self._col)
+            grid.addWidget(QtWidgets.QLabel(text), self._row, 2 * self._col + 1)
+            self._col ^= 1
+            if not self._col:
+                self._row += 1
 
-        lay.addWidget(QtWidgets.QLabel("<b>Terminations:</b>"))
+        title("Transactions (termination)")
         for t in D.TERMINATIONS:
             add(D.TERMINATION_COLOURS[t], D.TERMINATION_LABELS[t])
-        lay.addStretch(1)
-        outer.addWidget(line1)
-        line2 = QtWidgets.QWidget()
-        lay = QtWidgets.QHBoxLayout(line2)
-        lay.setContentsMargins(6, 0, 6, 2)
-        lay.setSpacing(8)
-        lay.addWidget(QtWidgets.QLabel("<b>DMA bursts:</b>"))
+        add(D.FINDING_COLOUR, "protocol finding (◆)")
+        title("DMA bursts")
         for c, t in zip(reversed(D.BURST_COLOURS), reversed(D.BURST_LABELS)):
             add(c, t)
-        lay.addSpacing(12)
-        lay.addWidget(QtWidgets.QLabel("<b>CSR groups:</b>"))
-        for c, t in zip(reversed(D.GROUP_COLOURS), ("setup group", "interrupt group")):
-            add(c, t)
-        lay.addSpacing(12)
-        add(D.FINDING_COLOUR, "protocol finding")
-        lay.addSpacing(12)
-        lay.addWidget(QtWidgets.QLabel("<b>Occupancy:</b> white idle → red busy"))
-        lay.addSpacing(12)
-        lay.addWidget(QtWidgets.QLabel("<b>- - -</b> frame ↔ DMA link"))
-        lay.addStretch(1)
-        outer.addWidget(line2)
+        title("CSR groups")
+        add(D.GROUP_COLOURS[1], "setup (before a send)")
+        add(D.GROUP_COLOURS[0], "interrupt service")
+        title("Occupancy, probe")
+        add("#e53935", "busy (white = idle)")
+        add(D.FRAME_COLOUR, "frame on the wire")
+        add("#00695c", "frame ↔ DMA, delay", dashed=True)
+        grid.setRowStretch(self._row + 1, 1)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(3, 1)
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -208,7 +218,6 @@ class MainWindow(QtWidgets.QMainWindow):
         cl.setSpacing(0)
         cl.addWidget(self._search_bar())
         cl.addWidget(scroll, 1)
-        cl.addWidget(Legend())
         self.setCentralWidget(centre)
 
         self.table = TransactionPanel()
@@ -224,6 +233,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.addDockWidget(QtCore.Qt.RightDockWidgetArea, mdock)
         self.measure_dock = mdock
         self.measure.setMinimumWidth(300)
+        ldock = QtWidgets.QDockWidget("Legend", self)
+        ldock.setObjectName("legend")
+        ldock.setWidget(Legend())
+        self.addDockWidget(QtCore.Qt.RightDockWidgetArea, ldock)
+        self.legend_dock = ldock
+        self.resizeDocks([mdock, ldock], [520, 260], QtCore.Qt.Vertical)
 
         self.progress = QtWidgets.QProgressBar()
         self.progress.setMaximumWidth(240)
@@ -304,6 +319,7 @@ class MainWindow(QtWidgets.QMainWindow):
         v.addAction(self.all_signals_action)
         v.addAction(self.table_dock.toggleViewAction())
         v.addAction(self.measure_dock.toggleViewAction())
+        v.addAction(self.legend_dock.toggleViewAction())
         m = mb.addMenu("&Markers")
         self._action(m, "Cursor &A at mouse", lambda: self._cursor_at_mouse("A"), "A")
         self._action(m, "Cursor &B at mouse", lambda: self._cursor_at_mouse("B"), "B")

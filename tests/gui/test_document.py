@@ -1,0 +1,53 @@
+"""Document: signal rows equal the capture, decoded rows equal the decoder and analyser."""
+
+import numpy as np
+
+from pcitrace.capture.profile import bus_clocks
+from pcitrace.decode import decode_capture
+from pcitrace.gui.document import Document, session_path_for
+
+
+def test_rows_hold_the_capture(sample):
+    doc = Document.open(sample)
+    cap = doc.capture
+    keys = [r.key for r in doc.rows]
+    assert "send/frame_n" in keys and "send/ad" in keys and "a_to_b/frame_present" in keys
+    row = next(r for r in doc.rows if r.key == "send/frame_n")
+    raw = cap.read(["send.FRAME#"])["send.FRAME#"]
+    k = np.searchsorted(row.lod.times, cap.times_ps(), side="right") - 1
+    assert np.array_equal(row.lod.values[k], raw)
+    # AD is the value sampled at every rising clock edge
+    bus = doc.profile.bus("send")
+    ad = next(r for r in doc.rows if r.key == "send/ad")
+    assert ad.bits == 64
+    for bc in bus_clocks(cap, bus):
+        k = np.searchsorted(ad.lod.times, bc.times_ps, side="right") - 1
+        assert np.array_equal(ad.lod.values[k], bc.sig["ad"])
+    assert doc.clock_counts["send"] == 33333
+    assert round(doc.periods["send"]) == 15000
+
+
+def test_decoded_rows_and_cursor_figures(sample):
+    doc = Document.open(sample)
+    doc.decode()
+    ref = decode_capture(sample)
+    assert np.array_equal(doc.result.records, ref.records)
+    kinds = {r.key.split("/", 1)[1] for r in doc.rows if r.group == "send"}
+    assert {"#txn", "#find", "#csr", "#dma", "#occ"} <= kinds
+    assert any(r.key == "a_to_b/#frames" for r in doc.rows)
+    # the transaction row's pyramid indexes the decoder's records
+    txn = next(r for r in doc.rows if r.key == "send/#txn")
+    sel = np.flatnonzero(ref.records["bus"] == "send")
+    assert np.array_equal(np.sort(txn.lod.order), sel)
+    # bytes over the whole capture = enabled byte lanes of every data word on the bus
+    w = ref.words[ref.records["bus"][ref.words["record"]] == "send"]
+    wid = ref.records["width"][w["record"]]
+    mask = np.where(wid == 64, 0xFF, 0x0F)
+    expect = sum(bin(int(~be & m & 0xFF)).count("1") for be, m in zip(w["byte_enables"], mask))
+    assert doc.bytes_between("send", 0, doc.end_ps + 1) == expect
+    assert doc.transactions_between("send", 0, doc.end_ps + 1) == len(sel)
+
+
+def test_session_path_beside_the_capture(tmp_path):
+    assert session_path_for(tmp_path / "a.sr") == tmp_path / "a.pcitrace-session.json"
+    assert session_path_for(tmp_path / "b.vcd.gz") == tmp_path / "b.pcitrace-session.json"
