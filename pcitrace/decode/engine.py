@@ -36,6 +36,11 @@ _DEVSEL = np.array(facts.DEVSEL_SPEEDS)   # fast, medium, slow, subtractive, non
 _TERM = {name: i for i, name in enumerate(facts.TERMINATIONS)}
 _TERM_NAMES = np.array(facts.TERMINATIONS)
 _DWORD = np.array(sorted(facts.PCIX_DWORD_COMMANDS), dtype=np.uint64)
+# the same tables in the record's own string dtypes (a gather then needs no conversion)
+_PCI_NAMES_U = _PCI_NAMES.astype(RECORD_DTYPE["command"])
+_PCIX_NAMES_U = _PCIX_NAMES.astype(RECORD_DTYPE["command"])
+_DEVSEL_U = _DEVSEL.astype(RECORD_DTYPE["devsel"])
+_TERM_U = _TERM_NAMES.astype(RECORD_DTYPE["termination"])
 
 
 @dataclasses.dataclass
@@ -51,10 +56,6 @@ class Carry:
     ctx_busy: bool = False      # the context clock belongs to a transaction
     records: int = 0            # records emitted so far (words index records by this count)
     words: int = 0              # data phases so far (the next record's data_index)
-
-
-def _odd(x: np.ndarray) -> np.ndarray:
-    return (np.bitwise_count(x) & 1).astype(bool)
 
 
 class _Findings:
@@ -100,28 +101,31 @@ _F, _I, _T, _S, _D = 1, 2, 4, 8, 16
 _CODES = np.arange(32)
 
 
-def _lut(pred) -> np.ndarray:
-    c = _CODES
-    return pred(c & _F != 0, c & _I != 0, c & _T != 0, c & _S != 0, c & _D != 0).astype(bool)
+# Classes of a control code (docs/records.md, "Data phases and waits" and "Termination"),
+# as bit tests on a code array.
+def _cls_dp(c): return (c & (_I | _T | _D)) == (_I | _T | _D)                    # noqa: E704
+def _cls_s(c): return (c & _S) != 0                                              # noqa: E704
+def _cls_i(c): return (c & _I) != 0                                              # noqa: E704
 
 
-# Per-code classes (docs/records.md, "Data phases and waits" and "Termination").
-_IS_DP = _lut(lambda F, I, T, S, D: I & T & D)
-_IS_SO = _lut(lambda F, I, T, S, D: ~(I & T & D) & S)                 # STOP# clock, not a phase
-_IS_IW = _lut(lambda F, I, T, S, D: ~(I & T & D) & ~S & ~I)           # initiator wait (PCI)
-_IS_TND = _lut(lambda F, I, T, S, D: T & ~D)                          # TRDY# without DEVSEL#
-_IS_TNDNS = _lut(lambda F, I, T, S, D: T & ~D & ~S)                   # PCI-X split clock, not S
-_IS_TNDNSNI = _lut(lambda F, I, T, S, D: T & ~D & ~S & ~I)            # ... that was an initiator wait
-_IS_SND = _lut(lambda F, I, T, S, D: S & ~D)
-_IS_SD = _lut(lambda F, I, T, S, D: S & D)
-_IS_DPS = _lut(lambda F, I, T, S, D: I & T & D & S)
-_IS_D = _lut(lambda F, I, T, S, D: D)
+_CLASSES = {
+    "dp": _cls_dp,                                                   # data phase completes
+    "so": lambda c: _cls_s(c) & ~_cls_dp(c),                         # STOP# clock, not a phase
+    "iw": lambda c: ~_cls_s(c) & ~_cls_i(c),                         # initiator wait (PCI rule)
+    "d": lambda c: (c & _D) != 0,
+    "sd": lambda c: (c & (_S | _D)) == (_S | _D),
+    "snd": lambda c: (c & (_S | _D)) == _S,
+    "dps": lambda c: (c & (_I | _T | _D | _S)) == (_I | _T | _D | _S),
+    "tnd": lambda c: (c & (_T | _D)) == _T,                          # TRDY# without DEVSEL#
+    "tndns": lambda c: (c & (_T | _D | _S)) == _T,                   # PCI-X split clock without S
+    "tndnsni": lambda c: (c & (_T | _D | _S | _I)) == _T,            # ... that was an initiator wait
+}
 
 
 class _Runs:
-    """The clocks as runs of one control code: counts and "first clock with X at or after x"
-    are answered from per-run prefix sums, so the cost follows the bus activity, not the clock
-    count (a 64-phase burst is one run)."""
+    """The clocks as runs of one control code: counts and "first clock of a class at or after
+    x" are answered from per-run prefix sums, so the cost follows the bus activity, not the
+    clock count (a 64-phase burst is one run)."""
 
     def __init__(self, code: np.ndarray, p0: int):
         n = len(code)
@@ -130,55 +134,61 @@ class _Runs:
             chg[0] = True               # the context clock is a run of its own
         self.rs = np.concatenate(([0], np.flatnonzero(chg) + 1))
         self.rc = code[self.rs]
-        self.re = np.append(self.rs[1:], n)
-        self.rl = self.re - self.rs
         self.n, self.R = n, len(self.rs)
-        self._cum: dict[int, np.ndarray] = {}
-        self._next: dict[int, np.ndarray] = {}
+        self.rs_ext = np.append(self.rs, n)          # [R] = n
+        self.rl = np.diff(self.rs_ext)
+        self._on: dict[str, np.ndarray] = {}
+        self._cum: dict[str, np.ndarray] = {}
+        self._nxt: dict[str, np.ndarray] = {}
+        self._pos: dict[str, np.ndarray] = {}
 
-    def run_of(self, x: np.ndarray) -> np.ndarray:
-        """Run index containing clock x (R for x >= n)."""
-        r = np.searchsorted(self.rs, x, side="right") - 1
-        return np.where(x >= self.n, self.R, r)
+    def on(self, name: str) -> np.ndarray:
+        """Per run (plus a False at R): is the run's code of the class."""
+        if name not in self._on:
+            self._on[name] = np.append(_CLASSES[name](self.rc), False)
+        return self._on[name]
 
-    def _c(self, lut: np.ndarray):
-        key = id(lut)
-        if key not in self._cum:
-            on = lut[self.rc]
+    def cum(self, name: str) -> np.ndarray:
+        if name not in self._cum:
             c = np.zeros(self.R + 1, np.int64)
-            np.cumsum(self.rl * on, out=c[1:])
-            self._cum[key] = (c, np.append(on, False))
-        return self._cum[key]
+            np.cumsum(self.rl * self.on(name)[:-1], out=c[1:])
+            self._cum[name] = c
+        return self._cum[name]
 
-    def upto(self, lut, x, rx):
-        """Clocks of class ``lut`` in [0, x); rx = run_of(x)."""
-        c, on = self._c(lut)
-        rxc = np.minimum(rx, self.R - 1)
-        part = np.where((rx < self.R) & on[rx], x - self.rs[rxc], 0)
-        return c[rx] + part
+    def step_to(self, x: np.ndarray, r: np.ndarray, steps: int) -> np.ndarray:
+        """Run index of clock x (R when x = n), given a run r at most ``steps`` runs before it."""
+        for _ in range(steps):
+            r = r + ((r < self.R) & (x >= self.rs_ext[np.minimum(r + 1, self.R)]))
+        return r
 
-    def count(self, lut, a, ra, b1, rb1):
-        """Clocks of class ``lut`` in [a, b1) (0 when empty)."""
-        return np.maximum(self.upto(lut, b1, rb1) - self.upto(lut, a, ra), 0)
+    def run_of(self, x: int) -> int:
+        return self.R if x >= self.n else int(np.searchsorted(self.rs, x, side="right")) - 1
 
-    def first(self, lut, x, rx):
-        """(clock, run) of the first clock >= x of class ``lut`` (n, R when none)."""
-        key = id(lut)
-        if key not in self._next:
-            on = lut[self.rc]
-            idx = np.where(on, np.arange(self.R), self.R)
-            nxt = np.minimum.accumulate(idx[::-1])[::-1]
-            self._next[key] = np.append(nxt, self.R)
-        nxt = self._next[key]
-        c, on = self._c(lut)
-        here = (rx < self.R) & on[np.minimum(rx, self.R)]
-        r = np.where(here, rx, nxt[np.minimum(rx + 1, self.R)])
-        pos = np.where(here, x, np.append(self.rs, self.n)[r])
-        return pos, r
+    def upto(self, name: str, x, rx):
+        """Clocks of the class in [0, x); rx = run of x (R when x = n)."""
+        return self.cum(name)[rx] + (x - self.rs_ext[rx]) * self.on(name)[rx]
 
-    def next_run(self, x, rx):
-        """run_of(x + 1) given rx = run_of(x), x < n."""
-        return np.where(x + 1 >= np.append(self.re, self.n)[rx], rx + 1, rx)
+    def count(self, name: str, a, ra, b1, rb1):
+        """Clocks of the class in [a, b1) (0 when empty)."""
+        return np.maximum(self.upto(name, b1, rb1) - self.upto(name, a, ra), 0)
+
+    def first(self, name: str, x, rx, dense: bool = False):
+        """(clock, run) of the first clock >= x of the class (n, R when none). ``dense``: many
+        queries (a next-run table is built once instead of searching for each)."""
+        on = self.on(name)
+        here = on[rx]
+        if dense:
+            if name not in self._nxt:
+                idx = np.where(on[:-1], np.arange(self.R), self.R)
+                self._nxt[name] = np.append(np.minimum.accumulate(idx[::-1])[::-1], self.R)
+            nxt = self._nxt[name][np.minimum(rx + 1, self.R)]
+        else:
+            if name not in self._pos:
+                self._pos[name] = np.append(np.flatnonzero(on[:-1]), self.R)
+            pos = self._pos[name]
+            nxt = pos[np.minimum(np.searchsorted(pos, rx + 1), len(pos) - 1)]
+        r = np.where(here, rx, nxt)
+        return np.where(here, x, self.rs_ext[r]), r
 
 
 def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: str = "pci",
@@ -270,16 +280,16 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         cmd_code = np.full(len(s), -1, np.int64)
         command = np.full(len(s), facts.COMMAND_UNKNOWN)
     lo = H + 1   # data clocks: lo..e (j = e + 1)
-    rlo = runs.run_of(lo)
+    rlo = runs.step_to(lo, start_r[:nproc], 3)
 
     # --- devsel, width ------------------------------------------------------------------------
-    fd, rfd = runs.first(_IS_D, lo, rlo)              # first DEVSEL# after H
+    fd, rfd = runs.first("d", lo, rlo, dense=True)     # first DEVSEL# after H
     has_d = fd <= e
     fd = np.where(has_d, fd, -1)
     devsel_code = np.where(has_d, np.clip(fd - H, 1, 4) - 1, 4)
     # clocks after the first DEVSEL#: [fd1, j)
     fd1 = np.where(has_d, fd + 1, j)
-    rfd1 = np.where(has_d, runs.next_run(np.maximum(fd, 0), np.minimum(rfd, R - 1)), rj)
+    rfd1 = np.where(has_d, runs.step_to(fd1, rfd, 1), rj)
 
     if "req64_n" in buf and "ack64_n" in buf:
         w64 = (buf["req64_n"][s] == 0) & has_d & (buf["ack64_n"][np.maximum(fd, 0)] == 0)
@@ -289,56 +299,71 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         w64 = rec_width == 64
 
     # --- counts ---------------------------------------------------------------------------------
-    data_phases = runs.count(_IS_DP, lo, rlo, j, rj)
-    stop_clocks = runs.count(_IS_SO, lo, rlo, j, rj)
-    initiator_waits = runs.count(_IS_IW, lo, rlo, j, rj)
+    data_phases = runs.count("dp", lo, rlo, j, rj)
+    stop_clocks = runs.count("so", lo, rlo, j, rj)
+    initiator_waits = runs.count("iw", lo, rlo, j, rj)
     if pcix:
         # PCI-X Split Response: TRDY# with DEVSEL# deasserted after the target had claimed the
         # transaction (PCI-X 1.0b 2.10.2); that clock ends the transaction like a STOP# clock.
-        stop_clocks = stop_clocks + runs.count(_IS_TNDNS, fd1, rfd1, j, rj)
-        initiator_waits = initiator_waits - runs.count(_IS_TNDNSNI, fd1, rfd1, j, rj)
+        stop_clocks = stop_clocks + runs.count("tndns", fd1, rfd1, j, rj)
+        initiator_waits = initiator_waits - runs.count("tndnsni", fd1, rfd1, j, rj)
     target_waits = (e - H) - data_phases - stop_clocks - initiator_waits
 
     # --- termination (first match wins) -----------------------------------------------------
     term = np.full(len(s), _TERM["normal"], np.int64)
-    kk, rkk = runs.first(_IS_SD, lo, rlo)             # first STOP# with DEVSEL#
+    kk, rkk = runs.first("sd", lo, rlo)               # first STOP# with DEVSEL#
     has_k = kk <= e
-    before_k = runs.count(_IS_DP, lo, rlo, kk, rkk)
-    with_data = runs.count(_IS_DPS, lo, rlo, j, rj) > 0   # a data phase completed with STOP#
+    before_k = runs.count("dp", lo, rlo, kk, rkk)
+    with_data = runs.count("dps", lo, rlo, j, rj) > 0   # a data phase completed with STOP#
     term = np.where(has_k & (before_k == 0), _TERM["retry"], term)
     term = np.where(has_k & (before_k > 0), _TERM["disconnect_without_data"], term)
     term = np.where(has_k & with_data, _TERM["disconnect_with_data"], term)
-    term = np.where(runs.count(_IS_SND, fd1, rfd1, j, rj) > 0, _TERM["target_abort"], term)
+    term = np.where(runs.count("snd", fd1, rfd1, j, rj) > 0, _TERM["target_abort"], term)
     if pcix:
-        term = np.where(runs.count(_IS_TND, fd1, rfd1, j, rj) > 0, _TERM["split_response"], term)
+        term = np.where(runs.count("tnd", fd1, rfd1, j, rj) > 0, _TERM["split_response"], term)
     term = np.where(~has_d, _TERM["master_abort"], term)
     term = np.where(truncated, _TERM["truncated"], term)
 
     # --- per-clock work on the data lines ----------------------------------------------------
-    keep = lo <= e
-    delta = np.zeros(n + 1, np.int8)
-    delta[lo[keep]] = 1
-    delta[e[keep] + 1] -= 1
     # Data words exist only when AD or C/BE# is captured (a control-only capture has nothing
     # to put in them); `data_index` counts data phases either way.
+    excl = np.zeros(len(s), np.int64)
+    if len(s) > 1:
+        np.cumsum(data_phases[:-1], out=excl[1:])
     need_clocks = has_ad or has_cbe
     if need_clocks:
+        keep = lo <= e
+        delta = np.zeros(n + 1, np.int8)
+        delta[lo[keep]] = 1
+        delta[e[keep] + 1] -= 1
         region = np.cumsum(delta[:-1], dtype=np.int8).view(bool)
         dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
         w_idx = np.flatnonzero(dp_clk & region)
+        w_txn = np.repeat(np.arange(len(s)), data_phases)
     else:
         region = None
-        w_idx = np.zeros(0, np.int64)
-    w_txn = np.repeat(np.arange(len(s)), data_phases) if need_clocks else np.zeros(0, np.int64)
+        w_idx = w_txn = np.zeros(0, np.int64)
     wide = w64[w_txn]
+    any_wide = bool(wide.any())
+    has_words = data_phases > 0
+    first_word = excl[has_words]
+
+    def per_txn_sum(x: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(s), np.int64)
+        if len(first_word):
+            out[has_words] = np.add.reduceat(x, first_word)
+        return out
 
     wide_be = cbe_bits >= 8
+    wa = ad[w_idx] if has_ad else None
+    wc = cbe[w_idx] if has_cbe else None
     if has_cbe:
-        wc = cbe[w_idx]
-        wbytes = 4 - np.bitwise_count(wc & m4).astype(np.int64)
-        upper = (4 - np.bitwise_count((wc >> np.uint64(4)) & m4).astype(np.int64)) if wide_be else 4
-        wbytes = wbytes + np.where(wide, upper, 0)
-        nbytes = np.bincount(w_txn, weights=wbytes, minlength=len(s)).astype(np.int64)
+        lo_off = np.bitwise_count(wc & m4)                       # deasserted lanes 0-3
+        wbytes = 4 - lo_off.astype(np.int64)
+        if any_wide:
+            upper = (4 - np.bitwise_count((wc >> np.uint64(4)) & m4).astype(np.int64)) if wide_be else 4
+            wbytes += np.where(wide, upper, 0)
+        nbytes = per_txn_sum(wbytes)
     else:
         nbytes = data_phases * (rec_width // 8)
 
@@ -348,47 +373,67 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     attr = s + dac + 1
     attr_ok = (attr <= e) if pcix else np.zeros(len(s), bool)
     parity = np.zeros(len(s), bool)
-    bad32 = bad64 = None
-    if has_ad and has_cbe and "par" in buf:
-        bad32 = np.zeros(n, bool)
-        bad32[:-1] = _odd(ad[:-1] & M32) ^ _odd(cbe[:-1] & m4) ^ (buf["par"][1:] != 0)
-        if "par64" in buf and ad_bits >= 64 and wide_be:
-            bad64 = np.zeros(n, bool)
-            bad64[:-1] = (_odd(ad[:-1] >> np.uint64(32)) ^ _odd((cbe[:-1] >> np.uint64(4)) & m4)
-                          ^ (buf["par64"][1:] != 0))
-        hdr_bad = (bad32[s] | (dac2 & bad32[np.minimum(s + 1, n - 1)])
-                   | (attr_ok & bad32[np.minimum(attr, n - 1)]))
-        wbad = bad32[w_idx]
-        if bad64 is not None:
-            wbad = wbad | (wide & bad64[w_idx])
-        parity = hdr_bad | (np.bincount(w_txn, weights=wbad, minlength=len(s)) > 0)
+    wbad32 = wbad64 = None
+    par_ok = has_ad and has_cbe and "par" in buf
+    if par_ok:
+        par = buf["par"]
+        par64 = buf["par64"] if ("par64" in buf and ad_bits >= 64 and wide_be) else None
+
+        def bad_at(p: np.ndarray, a: np.ndarray | None = None, c: np.ndarray | None = None,
+                   hi: bool = False) -> np.ndarray:
+            a = ad[p] if a is None else a
+            c = cbe[p] if c is None else c
+            nxt = np.minimum(p + 1, n - 1)
+            if hi:
+                ones = np.bitwise_count(a >> np.uint64(32)) + np.bitwise_count((c >> np.uint64(4)) & m4)
+                pv = par64[nxt]
+            else:
+                ones = np.bitwise_count(a & M32) + np.bitwise_count(c & m4)
+                pv = par[nxt]
+            return ((ones & 1).astype(bool) ^ (pv != 0)) & (p + 1 < n)
+
+        sec = np.minimum(s + 1, n - 1)
+        at = np.minimum(attr, n - 1)
+        hdr = [bad_at(s), dac2 & bad_at(sec), attr_ok & bad_at(at)]
+        wbad32 = bad_at(w_idx, wa, wc)
+        wbad = wbad32
+        if par64 is not None and any_wide:
+            wbad64 = wide & bad_at(w_idx, wa, wc, hi=True)
+            wbad = wbad | wbad64
+        parity = hdr[0] | hdr[1] | hdr[2] | (per_txn_sum(wbad.astype(np.int64)) > 0)
 
     # --- records -----------------------------------------------------------------------------
-    rec = np.zeros(len(s), RECORD_DTYPE)
+    rec = np.empty(len(s), RECORD_DTYPE)
     rec["bus"] = bus
     rec["start_ps"] = times[s]
     rec["end_ps"] = times[e]
     rec["clocks"] = e - s + 1
-    rec["command"] = command
+    if has_cbe:
+        rec["command"] = (_PCIX_NAMES_U if pcix else _PCI_NAMES_U)[cmd_code]
+    else:
+        rec["command"] = facts.COMMAND_UNKNOWN
     rec["dac"] = dac
     if has_ad:
         a0 = ad[s] & M32
         a1 = ad[np.minimum(s + 1, n - 1)] & M32
         rec["address"] = a0 | np.where(dac2, a1 << np.uint64(32), np.uint64(0))
+    else:
+        rec["address"] = 0
     rec["data_phases"] = data_phases
     rec["bytes"] = nbytes
-    rec["devsel"] = _DEVSEL[devsel_code]
-    rec["termination"] = _TERM_NAMES[term]
+    rec["devsel"] = _DEVSEL_U[devsel_code]
+    rec["termination"] = _TERM_U[term]
     rec["initiator_waits"] = initiator_waits
     rec["target_waits"] = target_waits
     rec["parity_error"] = parity
     rec["width"] = rec_width
     if "gnt_n" in buf:
         prev = np.maximum(s - 1, 0)
-        rec["gnt"] = np.where(s >= 1, buf["gnt_n"][prev] == 0, False).astype(np.int64)
+        rec["gnt"] = (s >= 1) & (buf["gnt_n"][prev] == 0)
     else:
         rec["gnt"] = -1
     rec["tag"] = rec["requester"] = rec["byte_count"] = -1
+    rec["no_snoop"] = rec["relaxed_ordering"] = False
     if pcix and has_ad and has_cbe:
         Ac = np.minimum(attr, n - 1)
         ad_a = ad[Ac]
@@ -406,20 +451,27 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         rec["requester"] = np.where(attr_ok, ((src >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64), -1)
         rec["no_snoop"] = attr_ok & ~sc & ((ad_a >> np.uint64(29)) & np.uint64(1)).astype(bool)
         rec["relaxed_ordering"] = attr_ok & ((src >> np.uint64(30)) & np.uint64(1)).astype(bool)
-    excl = np.zeros(len(s), np.int64)
-    if len(s) > 1:
-        np.cumsum(data_phases[:-1], out=excl[1:])
     rec["data_index"] = word_base + excl
     word_base_next = word_base + int(data_phases.sum())
 
     # --- data words --------------------------------------------------------------------------
-    words = np.zeros(len(w_idx), WORD_DTYPE)
+    words = np.empty(len(w_idx), WORD_DTYPE)
     words["record"] = rec_base + w_txn
     words["time_ps"] = times[w_idx]
     if has_ad:
-        words["value"] = np.where(wide & (ad_bits >= 64), ad[w_idx], ad[w_idx] & M32)
+        if any_wide and ad_bits >= 64:
+            words["value"] = wa & np.where(wide, np.uint64(0xFFFFFFFFFFFFFFFF), M32)
+        else:
+            words["value"] = wa & M32
+    else:
+        words["value"] = 0
     if has_cbe:
-        words["byte_enables"] = np.where(wide & wide_be, cbe[w_idx] & np.uint64(0xFF), cbe[w_idx] & m4)
+        if any_wide and wide_be:
+            words["byte_enables"] = wc & np.where(wide, np.uint64(0xFF), m4)
+        else:
+            words["byte_enables"] = wc & m4
+    else:
+        words["byte_enables"] = 0
 
     # --- findings ----------------------------------------------------------------------------
     def where_txt(t) -> list[str]:
@@ -431,8 +483,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     upto_d = np.where(has_d, fd, j)
     rupto_d = np.where(has_d, rfd, rj)
     lim, rlim = (upto_d, rupto_d) if pcix else (j, rj)
-    for kind, lut, b1, rb1, what in (("trdy_without_devsel", _IS_TND, lim, rlim, "TRDY#"),
-                                     ("stop_without_devsel", _IS_SND, upto_d, rupto_d, "STOP#")):
+    for kind, lut, b1, rb1, what in (("trdy_without_devsel", "tnd", lim, rlim, "TRDY#"),
+                                     ("stop_without_devsel", "snd", upto_d, rupto_d, "STOP#")):
         cnt = runs.count(lut, lo, rlo, b1, rb1)
         t = np.flatnonzero(cnt > 0)
         x, _ = runs.first(lut, lo[t], rlo[t])
@@ -451,7 +503,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         findings.add(times[x], "byte_enables_changed_in_wait",
                      [f"C/BE# changed from {int(cbe[i - 1] & bmask):X} to {int(cbe[i] & bmask):X} "
                       f"during a wait state of {w}" for i, w in zip(x, where_txt(t))])
-    fdp, _ = runs.first(_IS_DP, lo, rlo)
+    fdp, _ = runs.first("dp", lo, rlo, dense=True)
     late = (fdp <= e) & (fdp - s > facts.MAX_INITIAL_LATENCY)
     findings.add(times[fdp[late]], "initial_latency",
                  [f"first data phase {int(fdp[i] - s[i])} clocks after the address phase of {w}"
@@ -488,8 +540,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     x = rs[first_orphan]
     findings.add(times[x], "irdy_without_transaction",
                  ["IRDY# asserted with no transaction (FRAME# not asserted before it)"] * len(x))
-    if bad32 is not None:
-        _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, w_idx, w_txn, wide, times, where_txt)
+    if par_ok and parity.any():
+        _parity_findings(findings, hdr, wbad32, wbad64, s, sec, at, w_idx, w_txn, excl, times, where_txt)
 
     # --- carry ---------------------------------------------------------------------------------
     if final:
@@ -503,9 +555,9 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         else:
             c0, ctx = limit - 1, True
         if limit - 1 >= p0:
-            rl_ = int(runs.run_of(np.array([limit - 1]))[0])
+            rl_ = runs.run_of(limit - 1)
             last_orphan = bool(orphan_run[rl_])
-            c0_busy = bool(busy_run[int(runs.run_of(np.array([c0]))[0])])
+            c0_busy = bool(busy_run[runs.run_of(c0)])
         else:
             last_orphan = orphan_prev
             c0_busy = bool(busy_run[0]) if n else False
@@ -514,28 +566,20 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     return rec, words, findings.array(), new
 
 
-def _parity_findings(findings, bad32, bad64, s, dac2, attr, attr_ok, w_idx, w_txn, wide, times, where_txt):
+def _parity_findings(findings, hdr, wbad32, wbad64, s, sec, at, w_idx, w_txn, excl, times, where_txt):
     """One finding per phase with wrong parity (they are rare: a loop over them costs nothing)."""
-    n = len(bad32)
     xs, msgs = [], []
-    sec = np.minimum(s + 1, n - 1)
-    at = np.minimum(attr, n - 1)
-    for i in np.flatnonzero(bad32[s]):
-        xs.append(s[i]); msgs.append(f"PAR parity error on the address phase of {where_txt([i])[0]}")
-    for i in np.flatnonzero(dac2 & bad32[sec]):
-        xs.append(sec[i]); msgs.append(f"PAR parity error on the second address phase of {where_txt([i])[0]}")
-    for i in np.flatnonzero(attr_ok & bad32[at]):
-        xs.append(at[i]); msgs.append(f"PAR parity error on the attribute phase of {where_txt([i])[0]}")
-    b32 = bad32[w_idx]
-    b64 = bad64[w_idx] & wide if bad64 is not None else np.zeros(len(w_idx), bool)
-    hit = b32 | b64
-    if hit.any():
-        first = np.searchsorted(w_txn, w_txn, side="left")   # word index of each record's first
-        number = np.arange(len(w_idx)) - first + 1
-        for k in np.flatnonzero(hit):
-            which = " and ".join(w for w, on in (("PAR", b32[k]), ("PAR64", b64[k])) if on)
-            xs.append(w_idx[k])
-            msgs.append(f"{which} parity error on data phase {number[k]} of {where_txt([w_txn[k]])[0]}")
+    for bad, clk, what in ((hdr[0], s, "address phase"), (hdr[1], sec, "second address phase"),
+                           (hdr[2], at, "attribute phase")):
+        for i in np.flatnonzero(bad):
+            xs.append(clk[i])
+            msgs.append(f"PAR parity error on the {what} of {where_txt([i])[0]}")
+    b64 = wbad64 if wbad64 is not None else np.zeros(len(w_idx), bool)
+    for k in np.flatnonzero(wbad32 | b64):
+        which = " and ".join(w for w, on in (("PAR", wbad32[k]), ("PAR64", b64[k])) if on)
+        t = w_txn[k]
+        xs.append(w_idx[k])
+        msgs.append(f"{which} parity error on data phase {k - excl[t] + 1} of {where_txt([t])[0]}")
     findings.add(times[np.asarray(xs, np.int64)], "parity_error", msgs)
 
 
