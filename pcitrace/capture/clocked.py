@@ -190,12 +190,15 @@ def edge_summary(capture: Capture, names: list[str] | None = None, *, keep: int 
     return out
 
 
-def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 256) -> list[ClockStats]:
+def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 256,
+                min_hz: float = 1e6) -> list[ClockStats]:
     """1-bit channels that look like clocks: many rising edges at a steady period.
 
     A channel counts when at least 90% of its rising-edge periods are within 5% of the
     median, its edges fill the time between its first and last edge at that period, and
     they cover at least half the capture; data lines toggle irregularly or in bursts.
+    Below ``min_hz`` a steady line is a periodic event (a packet stream's frame line, a
+    polled REQ#), not a bus or link clock.
     """
     if capture.timebase.mode == "state":
         return []
@@ -207,7 +210,7 @@ def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 25
             continue
         d = np.diff(times)
         med = float(np.median(d))
-        if med <= 0:
+        if med <= 0 or 1e12 / med < min_hz:
             continue
         steady = np.mean(np.abs(d - med) <= 0.05 * med)
         span = last - int(times[0])

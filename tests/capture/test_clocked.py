@@ -75,7 +75,9 @@ def test_find_clocks():
     burst = np.zeros(n, np.uint8)
     burst[1000:1200] = np.arange(200) % 2          # regular, but only in a burst
     cap = Capture.from_arrays({"CLK": np.arange(n) % 2, "DATA": rng.integers(0, 2, n), "BURST": burst,
-                               "SLOW": (np.arange(n) // 50) % 2}, TimeBase.timing(100e6))
+                               "SLOW": (np.arange(n) // 50) % 2,
+                               "PKT": (np.arange(n) // 100) % 2},     # steady but 500 kHz: an event
+                              TimeBase.timing(100e6))
     found = {c.channel: c for c in find_clocks(cap)}
     assert set(found) == {"CLK", "SLOW"}
     assert found["CLK"].frequency_hz == pytest.approx(50e6)
