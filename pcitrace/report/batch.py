@@ -100,7 +100,13 @@ def _pool_context():
     methods = mp.get_all_start_methods()
     # forkserver: workers fork from a clean server process, not from this one (which may run
     # a progress thread); spawn where that does not exist.
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        ctx = mp.get_context("forkserver")
+        # Import the heavy modules once in the server, not once per worker.
+        ctx.set_forkserver_preload(["numpy", "pcitrace.capture", "pcitrace.decode", "pcitrace.analyse",
+                                    "pcitrace.report.batch"])
+        return ctx
+    return mp.get_context("spawn")
 
 
 def run_batch(tasks: Sequence[Task], options: AnalysisOptions, *, jobs: int = 1, dask_address: str | None = None,
