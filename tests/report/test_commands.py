@@ -30,7 +30,9 @@ def _copy(tmp_path, *names):
 def test_json_has_the_documented_keys_and_the_analysers_figures(tmp_path, capsys):
     rc = main(["report", str(SAMPLES / "reqresp_64_1400.sr")])
     assert rc == 0
-    doc = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert captured.err == ""          # not a terminal: no progress bar, nothing on stderr
+    doc = json.loads(captured.out)
     assert doc["schema"] == "pcitrace-report/1"
     assert doc["errors"] == []
     (cap,) = doc["captures"]
