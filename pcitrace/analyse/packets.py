@@ -389,6 +389,15 @@ def _learn_signature(seqs: list[list[tuple]], first: int = 8, share: float = 0.4
         sig = [best] + sig
 
 
+def _irregularity(records: np.ndarray, idx: np.ndarray, positions: list[int]) -> float:
+    """Spread of the gaps between the starts of the given accesses (0 = evenly paced)."""
+    t = records["start_ps"][idx[sorted(positions)]].astype(np.float64)
+    if t.size < 3:
+        return 0.0
+    g = np.diff(t)
+    return float(g.std() / max(g.mean(), 1.0))
+
+
 def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, g: np.ndarray,
                          ok: np.ndarray, first_dma: np.ndarray, eligible: np.ndarray,
                          search_groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -457,6 +466,22 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
             n_inst += 1
             label[hit] = n_inst
             free = [p for p in free if p not in hit]
+        if n_inst == 1 and len(acc_pos) > L:
+            # Routines that read the same registers can interleave access by access; the
+            # backward match then borrows the other routine's reads. The CPU paces one routine
+            # evenly, so of the backward and the forward match keep the more regular one.
+            fwd, j = [], 0
+            for p in acc_pos:
+                if keys_all[idx[p]] == sig[j]:
+                    fwd.append(p)
+                    j += 1
+                    if j == L:
+                        break
+            if j == L:
+                back = sorted(np.flatnonzero(label == 1).tolist())
+                if _irregularity(records, idx, fwd) < _irregularity(records, idx, back):
+                    label[:] = 0
+                    label[fwd] = 1
         if n_inst == 0:
             parts.append((idx, False))
             continue
