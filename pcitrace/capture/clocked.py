@@ -36,10 +36,30 @@ def rising_edges_from_changes(times: np.ndarray, values: np.ndarray) -> np.ndarr
     return times[rise]
 
 
-def _value_before(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    pos = np.searchsorted(times, edges, side="left") - 1
-    np.maximum(pos, 0, out=pos)     # before the first change: the initial value
-    return values[pos]
+def clock_edges(capture: Capture, clock: str) -> np.ndarray:
+    """Rising-edge times (ps) of a clock channel of a VCD capture."""
+    t, v = capture.change_times(clock)
+    return rising_edges_from_changes(t, v)
+
+
+def unknown_at_edges(capture: Capture, edges: np.ndarray) -> dict[str, dict[str, int]]:
+    """For a VCD capture: per channel, how many sampled values (just before ``edges``) were
+    an x or a z in the file. Only channels that held any appear."""
+    out = {}
+    if not hasattr(capture, "unknown_mask"):
+        return out
+    for c in capture.channels:
+        mask = capture.unknown_mask(c.name)
+        if mask is None:
+            continue
+        t, _ = capture.change_times(c.name)
+        pos = np.searchsorted(t, edges, side="left") - 1
+        np.maximum(pos, 0, out=pos)
+        m = mask[pos]
+        nx, nz = int(np.count_nonzero(m & 1)), int(np.count_nonzero(m & 2))
+        if nx or nz:
+            out[c.name] = {"x": nx, "z": nz}
+    return out
 
 
 def clocked_view(capture: Capture, clock: str, *, chunk_samples: int = 1 << 20) -> Capture:
@@ -56,7 +76,11 @@ def clocked_view(capture: Capture, clock: str, *, chunk_samples: int = 1 << 20) 
         arrays = {}
         for c in capture.channels:
             t, v = capture.change_times(c.name)
-            arrays[c.name] = _value_before(t, v, edges)
+            pos = np.searchsorted(t, edges, side="left") - 1
+            np.maximum(pos, 0, out=pos)     # before the first change: the initial value
+            arrays[c.name] = v[pos]
+        # x/z that the sampled values stood in for (the rule's value was used there)
+        metadata["unknown_at_clock"] = unknown_at_edges(capture, edges)
         times = edges
     else:
         names = capture.channel_names

@@ -65,6 +65,11 @@ def capture_summary(path: str, profile_path: str | None = None) -> dict:
         else:
             prof, source = detect_profile(cap), "auto-detected"
     prof.check(cap)
+    at_clock = {}
+    if clocks and hasattr(cap, "unknown_mask"):
+        from pcitrace.capture.clocked import clock_edges, unknown_at_edges
+        at_clock = {"clock": clocks[0].channel,
+                    "channels": unknown_at_edges(cap, clock_edges(cap, clocks[0].channel))}
     buses = []
     for b in prof.buses:
         width = b.width
@@ -91,6 +96,7 @@ def capture_summary(path: str, profile_path: str | None = None) -> dict:
         "profile": source,
         "buses": buses,
         "unknown_counts": cap.metadata.get("unknown_counts", {}),
+        "unknown_at_clock": at_clock,
         "changes": cap.metadata.get("changes"),
     }
 
@@ -152,6 +158,13 @@ def _print_summary(s: dict) -> None:
     if total_x or total_z:
         out(f"unknown   {_thousands(total_x)} x and {_thousands(total_z)} z value changes read "
             "by the rule: active-low lines deasserted (1), other bits 0")
+    ac = s.get("unknown_at_clock") or {}
+    if ac.get("channels"):
+        parts = [f"{n} " + ", ".join(f"{k} {_thousands(v)}" for k, v in u.items() if v)
+                 for n, u in ac["channels"].items()]
+        out(f"          sampled just before {ac['clock']} edges: {'; '.join(parts)}")
+    elif ac:
+        out(f"          none sampled just before {ac['clock']} edges")
 
 
 @click.command(help="Show a capture's channels, time base, duration, clock edges, detected "

@@ -45,6 +45,7 @@ import shutil
 import tempfile
 import zlib
 from collections import Counter
+from itertools import repeat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -229,11 +230,13 @@ class VcdCapture(Capture):
     indices are built on first use, since the clocked view needs neither.
     """
 
-    def __init__(self, channels, times: dict, values: dict, metadata, path, *,
+    def __init__(self, channels, times: dict, values: dict, metadata, path,
+                 unknown_masks: dict | None = None, *,
                  grid_rate: float | None = None, mode: str = "timing", start_ps: int = 0,
                  num_samples: int | None = None, sample_times: np.ndarray | None = None):
         self._times = times      # name -> int64 ps of each change (first = initial value)
         self._values = values    # name -> uint8 / uint64
+        self._unknown = unknown_masks or {}   # name -> uint8 per change (1 x, 2 z), if any
         self._idx: dict[str, np.ndarray] = {}
         self._grid_rate = grid_rate
         self._mode = mode
@@ -299,6 +302,13 @@ class VcdCapture(Capture):
             self._idx[name] = idx
         return idx, self._values[name]
 
+    def unknown_mask(self, name: str) -> np.ndarray | None:
+        """Per change of ``name`` (as in change_times): 1 held an x, 2 a z, 3 both; 0 known.
+
+        None when the channel never held an unknown value."""
+        self.channel(name)
+        return self._unknown.get(name)
+
     def change_times(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(ps times, values) of ``name``'s changes; the first entry is its initial value."""
         self.channel(name)
@@ -341,7 +351,8 @@ def _channel_names(vars_, strip_scope: str | None) -> list[str]:
     return full
 
 
-def _convert_bits(vals: list, name: str, active_low: bool, path) -> tuple[np.ndarray, int, int]:
+def _convert_bits(vals: list, name: str, active_low: bool, path
+                  ) -> tuple[np.ndarray, int, int, np.ndarray | None]:
     try:
         codes = np.fromiter(map(_BIT_CODE.__getitem__, vals), dtype=np.uint8, count=len(vals))
     except KeyError as exc:
@@ -350,9 +361,11 @@ def _convert_bits(vals: list, name: str, active_low: bool, path) -> tuple[np.nda
                             fix="the VCD is corrupt; regenerate it") from None
     nx = int(np.count_nonzero(codes == 2))
     nz = int(np.count_nonzero(codes == 3))
+    unknown = None
     if nx or nz:
-        codes[codes >= 2] = 1 if active_low else 0
-    return codes, nx, nz
+        unknown = np.where(codes >= 2, codes - 1, 0).astype(np.uint8)   # 1 = x, 2 = z
+        codes[unknown > 0] = 1 if active_low else 0
+    return codes, nx, nz, unknown
 
 
 _VEC_TRANS = str.maketrans({"x": "0", "X": "0", "z": "0", "Z": "0", "u": "0", "U": "0",
@@ -371,11 +384,14 @@ def _parse_vector_str(s: str) -> tuple[int, bool, bool]:
     return v & _U64, any(c in low for c in "xuw-"), "z" in low
 
 
-def _convert_vector(vals: list, name: str, path) -> tuple[np.ndarray, int, int]:
+def _convert_vector(vals: list, name: str, path
+                    ) -> tuple[np.ndarray, int, int, np.ndarray | None]:
     strs = Counter(filter(str.__instancecheck__, vals))
     nx = nz = 0
+    unknown = None
     if strs:
         table = {}
+        flagged = {}
         for s, cnt in strs.items():
             v, hx, hz = _parse_vector_str(s)
             if v < 0:
@@ -385,12 +401,17 @@ def _convert_vector(vals: list, name: str, path) -> tuple[np.ndarray, int, int]:
             table[s] = v
             nx += cnt * hx
             nz += cnt * hz
+            if hx or hz:
+                flagged[s] = (1 if hx else 0) | (2 if hz else 0)
+        if flagged:
+            unknown = np.fromiter(map(flagged.get, vals, repeat(0)), dtype=np.uint8,
+                                  count=len(vals))
         # ints map to themselves (default), strings to their value under the rule
         vals = list(map(table.get, vals, vals))
     try:
-        return np.array(vals, dtype=np.uint64), nx, nz
+        return np.array(vals, dtype=np.uint64), nx, nz, unknown
     except OverflowError:   # wider than 64 bits: keep the low 64
-        return np.array([v & _U64 for v in vals], dtype=np.uint64), nx, nz
+        return np.array([v & _U64 for v in vals], dtype=np.uint64), nx, nz, unknown
 
 
 def _wellen_error(path, exc, where):
@@ -545,6 +566,7 @@ def read_vcd(path) -> Capture:
 
     times: dict[str, np.ndarray] = {}
     values: dict[str, np.ndarray] = {}
+    masks: dict[str, np.ndarray] = {}      # per change: 1 held an x, 2 a z, 3 both
     unknown: dict[str, dict[str, int]] = {}
     done: dict[tuple, tuple] = {}
     chans = []
@@ -564,14 +586,14 @@ def read_vcd(path) -> Capture:
                                     where=f"signal {nm}",
                                     fix="the VCD is corrupt; timestamps must increase")
             if w == 1:
-                conv, nx, nz = _convert_bits(vals, nm, low, path)
-                init = 1 if low else 0
+                conv, nx, nz, unk = _convert_bits(vals, nm, low, path)
             else:
-                conv, nx, nz = _convert_vector(vals, nm, path)
-                init = 0
-            done[ck] = (t, conv, nx, nz, init)
-        t, conv, nx, nz, init = done[ck]
+                conv, nx, nz, unk = _convert_vector(vals, nm, path)
+            done[ck] = (t, conv, nx, nz, unk)
+        t, conv, nx, nz, unk = done[ck]
         times[nm], values[nm] = t, conv
+        if unk is not None:
+            masks[nm] = unk
         if nx or nz:
             unknown[nm] = {"x": nx, "z": nz}
         chans.append(ChannelInfo(nm, w))
@@ -587,6 +609,9 @@ def read_vcd(path) -> Capture:
             low = conv.dtype == np.uint8 and is_active_low(nm)
             times[nm] = np.concatenate(([first_t], t)).astype(np.int64)
             values[nm] = np.concatenate((np.array([1 if low else 0], dtype=conv.dtype), conv))
+            m = masks.get(nm)
+            masks[nm] = np.concatenate(([1], m if m is not None else np.zeros(len(t), np.uint8))
+                                       ).astype(np.uint8)
             u = unknown.setdefault(nm, {"x": 0, "z": 0})
             u["x"] += 1
 
@@ -596,7 +621,7 @@ def read_vcd(path) -> Capture:
         metadata["skipped_vars"] = skipped
     if extra:
         metadata.update(extra.get("metadata", {}))
-    return VcdCapture(chans, times, values, metadata, path, grid_rate=grid_rate, mode=mode,
+    return VcdCapture(chans, times, values, metadata, path, masks, grid_rate=grid_rate, mode=mode,
                       start_ps=start_ps, num_samples=(int(extra["num_samples"]) if grid_rate
                                                       else None),
                       sample_times=sample_times)

@@ -112,6 +112,9 @@ def test_clocked_view_samples_just_before_rising_edges(tmp_path):
     assert d["FRAME#"].tolist() == [1, 0, 1]
     assert d["CBE"].tolist() == [0, 9, 6]
     assert d["sub.data"].tolist() == [0, 0, 1]
+    # which sampled values stood in for an x or z of the file
+    assert v.metadata["unknown_at_clock"] == {"FRAME#": {"x": 0, "z": 2}, "CBE": {"x": 1, "z": 1},
+                                              "data": {"x": 1, "z": 0}}
 
 
 def test_gzip(tmp_path):
