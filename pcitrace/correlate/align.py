@@ -138,7 +138,7 @@ def _coarse_offset(cap: np.ndarray, run_sorted: np.ndarray, tol: float) -> float
 
 
 def _anchor_candidates(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float,
-                       limit: int = 8) -> list[tuple[int, int]]:
+                       limit: int = 5) -> list[tuple[int, int]]:
     """Plausible (capture index, run index) pairs to start tracking from.
 
     - the first capture packet against every run packet, scored by how well the next few
@@ -161,7 +161,7 @@ def _anchor_candidates(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: 
             pos = np.clip(np.searchsorted(run, pred), 1, m - 1)
             res = np.minimum(np.abs(pred - run[pos - 1]), np.abs(pred - run[pos]))
             scores[js] = np.minimum(res, tol).sum(axis=1)
-        for j in np.argsort(scores, kind="stable")[:limit if i0 < 3 else 3]:
+        for j in np.argsort(scores, kind="stable")[:limit if i0 < 3 else 2]:
             cands.append((i0, int(j)))
     cands.append((0, int(np.argmin(run))))
     # Numbering cover: capture i <-> number n0 + i, n0 chosen so most numbers are observed.
@@ -281,14 +281,18 @@ def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: i
                     best = (0.0, min(behind)[1], -1, 0.0, 0.0)
         else:
             succ_v = next((v for v in virt if v[1] == t), None)
-            # Exact times: the tolerance plus 3 % of the elapsed time (a simulated or idealised
-            # capture drifts from a real sender's stalls over long loss gaps) ...
-            fit_obs = [o for o in obs if o[0] <= tol + 0.03 * dc]
+            # Exact times: the tolerance, plus 3 % of the elapsed time when the capture does not
+            # follow the run's irregularities (a simulated capture of a real run drifts from the
+            # sender's stalls over long loss gaps) ...
+            fit_obs = [o for o in obs if o[0] <= tol + (0.03 * dc if follow < 0 else 0.0)]
             # ... or, when the lost successor does not fit at all (the capture jumped a loss
             # gap), a proportional fit.
-            if not fit_obs and (succ_v is None or succ_v[0] > 0.5):
+            if not fit_obs and follow < 0 and (succ_v is None or succ_v[0] > 0.5):
                 fit_obs = [o for o in obs if o[4] <= 0.15]
-            fit_virt = [v for v in virt if v[0] <= 0.5]
+            # A real capture of the run shows the sender's stalls: a long local interval inside
+            # a loss gap is then a stall, not skipped packets (the next packet the run has
+            # corrects the count if the analyser did miss some).
+            fit_virt = [v for v in virt if v[0] <= 0.5 and (follow < 0 or v[1] == t)]
             cands = [(o[4], o[1], o[2], o[3]) for o in fit_obs] + [(v[0], v[1], -1, 0.0) for v in fit_virt]
             if succ_v is not None:
                 other = min((c for c in cands if c[1] != t), default=None)

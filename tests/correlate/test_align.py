@@ -71,13 +71,13 @@ def test_capture_window_inside_the_run(g_log):
     assert len(a.run_outside) == 1706 - 1199
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 def test_random_losses_on_both_sides(seed):
     """Real-capture conditions: an irregular sender (jitter, occasional stalls of up to three
     spacings, seen by both the capture and the run), the receiver losing bursts of packets as
     UDPmon runs do, the analyser missing a few packets, an arbitrary offset."""
     rng = np.random.default_rng(seed)
-    n = 1500
+    n = 1000
     spacing = rng.uniform(8, 30) * US
     gaps = spacing + rng.normal(0, 0.03 * spacing, n) + (rng.random(n) < 0.03) * rng.uniform(0, 3, n) * spacing
     send = np.cumsum(gaps).astype(np.int64)
@@ -91,8 +91,10 @@ def test_random_losses_on_both_sides(seed):
     a = align(cap, send[run_keep], run_seq=numbers[run_keep])
     cap_num = numbers[cap_keep]
     right = cap_num[a.capture_index] == numbers[run_keep][a.run_index]
-    assert right.mean() >= 0.99
-    assert a.matched >= 0.98 * (cap_keep & run_keep).sum()
+    # A packet the analyser missed inside a loss gap can leave one neighbour misnamed until
+    # the next packet the run has; nothing else may be wrong.
+    assert right.all()
+    assert a.matched >= 0.99 * (cap_keep & run_keep).sum()
     assert abs(a.offset_ps - offset) < 0.1 * spacing
     named = a.capture_number >= 0
     assert np.mean(a.capture_number[named] == cap_num[named]) >= 0.99
