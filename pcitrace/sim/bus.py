@@ -720,8 +720,9 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         words["value"] = all_ad
         words["byte_enables"] = np.where(wide_w, all_be, lo_be)
     else:
-        # No AD / C/BE# captured: every data phase still has its time; value and C/BE# read 0.
+        # No AD / C/BE# captured: no data words (data_index still counts the data phases).
         rec["bytes"] = t_P_a * (rec["width"] // 8)
+        words = words[:0]
     flist = []
     for t, lat in late:
         flist.append((int(times(t_start_a[t] + lat)), bus, "initial_latency",
@@ -961,8 +962,7 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
             r["tag"] = r["requester"] = r["byte_count"] = -1
             r["relaxed_ordering"] = r["no_snoop"] = False
             r["bytes"] = r["data_phases"] * (r["width"] // 8)
-            w["value"] = 0
-            w["byte_enables"] = 0
+            w = w[:0]
             f = f[f["kind"] != "parity_error"]
             if b.with_ad and np.any(b.records["dac"]):
                 raise PcitraceError(f"bus {b.bus}: the truth of DAC transactions without AD differs",
@@ -997,8 +997,12 @@ def merge_truth(records: Sequence[np.ndarray], words: Sequence[np.ndarray],
     if len(wds):
         wds["record"] = new_index[wds["record"]]
         wds = wds[np.argsort(wds["record"], kind="stable")]
-    # data_index = the first word of each record (where it would be for a record without data)
-    rec["data_index"] = np.searchsorted(wds["record"], np.arange(len(rec))) if len(rec) else 0
+    if len(wds):
+        # the first word of each record (where it would be, for a record without words)
+        rec["data_index"] = np.searchsorted(wds["record"], np.arange(len(rec)))
+    else:
+        # no data words at all (control-only captures): data_index counts the data phases
+        rec["data_index"] = np.concatenate(([0], np.cumsum(rec["data_phases"])[:-1])) if len(rec) else 0
     f = np.concatenate(findings) if len(findings) else np.zeros(0, FINDING_DTYPE)
     f = f[np.argsort(f["time_ps"], kind="stable")]
     return rec, wds, f

@@ -244,17 +244,19 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
     hosts = {}
     for k in kinds:
         pos = draw(st.integers(0, len(specs)))
-        specs.insert(pos, _host(k, mode, width))
-        hosts[k] = specs[pos]
-    if kinds and "parity_error" in kinds:
-        hosts["parity_error"].parity_error = draw(st.sampled_from([-1, 0, 1]))
+        h = _host(k, mode, width)
+        if k == "parity_error":
+            h.parity_error = draw(st.sampled_from([-1, 0, 1]))
+        specs.insert(pos, h)
+        hosts[k] = h
+    index = {k: next(i for i, s in enumerate(specs) if s is h) for k, h in hosts.items()}
+    host_at = set(index.values())
     specs[0] = dataclasses.replace(specs[0], idle_before=max(2, specs[0].idle_before))
     for i in range(1, len(specs)):   # a host's shape must not depend on a fast back-to-back neighbour
-        if specs[i].idle_before == 0 and (specs[i] in hosts.values() or specs[i - 1] in hosts.values()):
+        if specs[i].idle_before == 0 and (i in host_at or i - 1 in host_at):
             specs[i] = dataclasses.replace(specs[i], idle_before=1)
     clock = draw(st.sampled_from(PCIX_CLOCKS if mode == "pcix" else PCI_CLOCKS))
     rb = render(specs, mode=mode, width=width, clock_hz=clock)
-    index = {k: next(i for i, s in enumerate(specs) if s is h) for k, h in hosts.items()}
     times = rb.times_ps()
     per_clock: list[tuple[str, int]] = []
     glitches = []
@@ -277,7 +279,8 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
             c = H + 2                          # waits H+1..H+3, data phase H+4
             sig["cbe_n"][c] ^= 0x1
             sig["par"][c + 1] ^= 1             # PAR stays right for the changed clock
-            per_clock.append((k, c))
+            per_clock.append((k, c))           # changed ...
+            per_clock.append((k, c + 1))       # ... and changed back, both within the wait
         elif k == "glitch":
             line = draw(st.sampled_from(["frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n"]))
             glitches.append((rb.bus, line, draw(st.integers(A, E))))
