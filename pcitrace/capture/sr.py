@@ -381,6 +381,11 @@ def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES) ->
     if not lines:
         raise PcitraceError("the capture has no channels to write", path=capture.path,
                             fix="select at least one channel")
+    for name, _, _ in lines:
+        if not name.strip() or name != name.strip() or any(c in name for c in "\r\n"):
+            raise PcitraceError(f"channel name {name!r} cannot be stored in .sr metadata "
+                                "(empty, line breaks or surrounding blanks)", path=capture.path,
+                                fix="rename the channel")
     nbits = len(lines)
     unitsize = max(1, (nbits + 7) // 8)
     tb = capture.timebase
@@ -393,6 +398,11 @@ def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES) ->
     if vectors:
         extra["vectors"] = vectors
     if tb.mode == "timing":
+        if tb.event_timed:
+            raise PcitraceError(
+                "the capture is sampled at its value changes (a VCD), which .sr cannot hold",
+                path=capture.path, fix="use clocked_view (convert --clock CHANNEL) or resample "
+                                       "it (convert --samplerate HZ) first")
         rate = tb.samplerate_hz
         extra["samplerate_hz"] = rate
     else:

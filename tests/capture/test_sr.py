@@ -279,3 +279,17 @@ def test_corrupt_extras(tmp_path):
                                 EXTRA_MEMBER: b"{not json"})
     with pytest.raises(PcitraceError, match=EXTRA_MEMBER):
         open_capture(tmp_path / "e.sr")
+
+
+def test_event_timed_capture_cannot_be_written_as_sr(tmp_path):
+    cap = Capture.from_arrays({"A": np.array([0, 1, 0])}, TimeBase.events(np.array([0, 5, 7])))
+    with pytest.raises(PcitraceError, match="--clock"):
+        write_sr(cap, tmp_path / "e.sr")
+    assert not (tmp_path / "e.sr").exists()
+
+
+@pytest.mark.parametrize("bad", ["a\nb", " lead", ""])
+def test_unstorable_channel_names(tmp_path, bad):
+    cap = Capture.from_arrays({bad: np.zeros(3)}, TimeBase.timing(1e6))
+    with pytest.raises(PcitraceError, match="channel name"):
+        write_sr(cap, tmp_path / "n.sr")
