@@ -400,12 +400,14 @@ def _irregularity(records: np.ndarray, idx: np.ndarray, positions: list[int]) ->
 
 def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, g: np.ndarray,
                          ok: np.ndarray, first_dma: np.ndarray, eligible: np.ndarray,
-                         search_groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+                         search_groups: np.ndarray | None = None,
+                         prompt_gap_ps: float = 2e6) -> tuple[np.ndarray, np.ndarray] | None:
     """Find the driver's send routine by its register accesses and give each send its own.
 
     With AD every send runs the same register accesses (command, address) before the NIC's first
-    DMA. The longest run of accesses that ends a majority of the preliminary setup groups ``g[ok]``
-    is that routine's signature. Every CSR group is searched for it (backwards, as a subsequence,
+    DMA. The signature of that routine is learnt (_learn_signature) from the accesses leading up
+    to the first DMA of the tx packets ``ok``, preferring those whose last access came within
+    ``prompt_gap_ps`` of the DMA. Every CSR group is searched for it (backwards, as a subsequence,
     repeatedly: an interrupt service routine may run just before, or interleaved on another CPU;
     two sends may share a group); each instance becomes a setup group of its own, the remaining
     accesses a group of their own. Sends are then matched to packets in order (the driver posts
@@ -417,10 +419,9 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
     the signature from clean sends, would cut instances apart).
     Returns (groups sorted by start, setup group per packet or -1), or None without a signature.
     """
-    setup = np.unique(g[ok])
-    if setup.size < 2:
-        return None
     csr_idx = np.flatnonzero(classes == CSR)
+    if csr_idx.size < 2:
+        return None
     accepted = records["termination"] != "retry"
     keys_all = _access_keys(records, np.arange(len(records)))
 
@@ -432,14 +433,22 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
         return out
 
     members = members_of(groups)
-    if search_groups is not None:
-        # Learn from whole routines: the time-only group holding each send's last access, up to it.
-        plain_members = members_of(search_groups)
-        holder = np.searchsorted(search_groups["first_record"], groups["last_record"][setup], side="right") - 1
-        learn = [[keys_all[r] for r in plain_members[h] if accepted[r] and r <= last]
-                 for h, last in zip(holder, groups["last_record"][setup])]
-    else:
-        learn = [[keys_all[r] for r in members[gi] if accepted[r]] for gi in setup]
+    # Learn from the accesses leading up to each send's first DMA, in the time-only group that
+    # holds the last of them; prefer sends the NIC acted on at once (no transmit backlog).
+    learn_groups = search_groups if search_groups is not None else groups
+    learn_members = members_of(learn_groups) if search_groups is not None else members
+    csr_end = records["end_ps"][csr_idx]
+    k = np.searchsorted(csr_end, first_dma, side="left") - 1
+    cand = ok & (k >= 0)
+    last = np.where(k >= 0, csr_idx[np.maximum(k, 0)], -1)
+    prompt = cand & (first_dma - records["end_ps"][np.maximum(last, 0)] <= prompt_gap_ps)
+    use = prompt if prompt.sum() >= 2 else cand
+    lasts = np.unique(last[use])
+    if lasts.size < 2:
+        return None
+    holder = np.searchsorted(learn_groups["first_record"], lasts, side="right") - 1
+    learn = [[keys_all[r] for r in learn_members[h] if accepted[r] and r <= lr]
+             for h, lr in zip(holder, lasts)]
     sig = _learn_signature(learn)
     L = len(sig)
     if L == 0:
@@ -590,13 +599,9 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     if groups.size:
         g, ok = setup_groups(groups)
         if have_ad and records is not None:
-            # Learn the send routine from sends the NIC acted on at once (no transmit backlog).
-            prompt = ok & (p["direction"] == READ)
-            prompt &= first - groups["end_ps"][np.maximum(g, 0)] <= csr_gap_ps
-            if prompt.sum() < 2:
-                prompt = ok & (p["direction"] == READ)
-            split = split_setup_routines(groups, records, classes, g, prompt, first,
-                                         p["direction"] != WRITE, search_groups=plain_groups)
+            split = split_setup_routines(groups, records, classes, g, p["direction"] == READ, first,
+                                         p["direction"] != WRITE, search_groups=plain_groups,
+                                         prompt_gap_ps=csr_gap_ps)
             if split is not None:
                 groups, g = split
                 ok = (g >= 0) & (p["direction"] != WRITE)
