@@ -9,7 +9,9 @@ Value conventions (every reader, writer and decoder relies on them):
   undone by the profile layer, not here.
 - A vector channel's chunk array is ``uint64`` (bit i = line i), whatever its width.
 - Unknown levels (VCD ``x``/``z``) never reach the arrays: the VCD reader maps them by its
-  documented rule and counts them in ``metadata["unknown_counts"]``.
+  documented rule (pcitrace.capture.vcd) and counts them in
+  ``metadata["unknown_counts"] = {channel: {"x": n, "z": m}}``; a clocked view adds
+  ``metadata["unknown_at_clock"]`` (the same, for the sampled values only).
 
 Time bases:
 - timing mode: ``samplerate_hz``; sample i is at i / samplerate (plus ``start_ps``).

@@ -550,6 +550,14 @@ def read_vcd(path) -> Capture:
                 gc.enable()
 
     nchanges = sum(len(t) for t, _ in raw.values())
+
+    def to_ps(t: np.ndarray) -> np.ndarray:
+        if tick_ps == 1:
+            return t
+        if float(tick_ps).is_integer():
+            return t * int(tick_ps)
+        return np.rint(t * tick_ps).astype(np.int64)   # fs timescales round to whole ps
+
     grid_rate = None
     mode = (extra or {}).get("mode", "timing")
     if extra and extra.get("samplerate_hz"):
@@ -561,7 +569,7 @@ def read_vcd(path) -> Capture:
     if extra and extra.get("sample_clock"):
         for nm, k in zip(names, keys):
             if nm == SAMPLE_CLOCK_VAR:
-                sample_times = np.unique(raw[k][0] * tick_ps if tick_ps != 1 else raw[k][0])
+                sample_times = np.unique(to_ps(raw[k][0]))
     t0 = start_ps if grid_rate is not None else None
 
     times: dict[str, np.ndarray] = {}
@@ -578,9 +586,7 @@ def read_vcd(path) -> Capture:
         ck = (key, w, low)
         if ck not in done:
             t, vals = raw[key]
-            if tick_ps != 1:
-                t = (t * tick_ps if float(tick_ps).is_integer()
-                     else np.rint(t * tick_ps)).astype(np.int64)
+            t = to_ps(t)
             if len(t) > 1 and np.any(t[1:] < t[:-1]):
                 raise PcitraceError(f"time goes backwards in signal {nm!r}", path=path,
                                     where=f"signal {nm}",
