@@ -233,3 +233,41 @@ def test_dump_profile_is_valid_toml():
     import tomllib
     p = detect_profile(cap_of(["CLK", "FRAME#", "IRDY#"]))
     assert tomllib.loads(dump_profile(p))["bus"][0]["signals"]["frame_n"] == "FRAME#"
+
+
+def test_vcd_scopes_become_bus_prefixes(tmp_path):
+    text = """$timescale 1ns $end
+$scope module tb $end
+$scope module send $end
+$var wire 1 ! clk $end
+$var wire 1 " FRAME_N $end
+$var wire 32 # AD [31:0] $end
+$upscope $end
+$scope module recv $end
+$var wire 1 $ clk $end
+$var wire 1 % FRAME_N $end
+$var wire 1 & IRDY_N $end
+$upscope $end
+$upscope $end
+$enddefinitions $end
+#0
+0!
+1"
+b0 #
+0$
+1%
+1&
+#10
+1!
+1$
+#20
+"""
+    (tmp_path / "two.vcd").write_text(text)
+    cap = open_capture(tmp_path / "two.vcd")
+    assert cap.channel_names == ["send.clk", "send.FRAME_N", "send.AD", "recv.clk", "recv.FRAME_N",
+                                 "recv.IRDY_N"]
+    by = {b.name: b for b in detect_profile(cap).buses}
+    assert by["send"].signals == {"clk": "send.clk", "frame_n": "send.FRAME_N", "ad": "send.AD"}
+    assert by["recv"].signals["irdy_n"] == "recv.IRDY_N"
+    got = list(bus_clocks(cap, by["recv"]))
+    assert got[0].times_ps.tolist() == [10_000] and got[0].sig["frame_n"].tolist() == [1]
