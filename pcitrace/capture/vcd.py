@@ -45,9 +45,8 @@ import shutil
 import tempfile
 import zlib
 from collections import Counter
-from itertools import repeat
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from itertools import repeat
 
 import numpy as np
 
