@@ -98,6 +98,7 @@ class Document:
         self.result = None          # DecodeResult
         self.analysis = None        # Analysis
         self.chains: dict = {}      # link -> LinkChain
+        self.analysis_error: str | None = None
         self.periods: dict[str, float] = {}   # bus -> clock period ps
         self.clock_counts: dict[str, int] = {}
         self.start_ps = int(capture.timebase.time_ps(0)) if capture.num_samples else 0
@@ -246,10 +247,18 @@ class Document:
             raise Cancelled()
         from pcitrace.analyse import analyse
         progress(1.0, "analysing")
-        self.analysis = analyse(self.result)
+        self.analysis_error = None
+        try:
+            self.analysis = analyse(self.result)
+        except PcitraceError as exc:
+            # e.g. a bus without a clock rate: transactions are still worth showing
+            self.analysis, self.analysis_error = None, str(exc)
+        except Exception as exc:   # an analyser bug must not hide the decoded transactions
+            self.analysis, self.analysis_error = None, f"analysis failed: {type(exc).__name__}: {exc}"
         try:
             from pcitrace.analyse.wire import link_chains
-            self.chains = link_chains(self.result, self.analysis) if self.result.frames else {}
+            self.chains = (link_chains(self.result, self.analysis)
+                           if self.result.frames and self.analysis is not None else {})
         except Exception:   # the wire analysis is optional: frames are still drawn without links
             self.chains = {}
         self._add_decoded_rows()

@@ -87,7 +87,15 @@ class MeasurePanel(QtWidgets.QTableWidget):
         self.values: dict[str, str] = {}
 
     def show_values(self, rows: list[tuple[str, str]]):
-        self.values = dict(rows)
+        # keys as 'Δt' or 'send/bytes' for scripts and tests
+        self.values, section = {}, ""
+        for k, v in rows:
+            if not v:
+                section = k
+            elif k.startswith("  "):
+                self.values[f"{section}/{k.strip()}"] = v
+            else:
+                self.values[k] = v
         self.setRowCount(len(rows))
         for i, (k, v) in enumerate(rows):
             a = QtWidgets.QTableWidgetItem(k)
@@ -203,6 +211,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.profile_path: str | None = None
         self._thread = None
         self._worker = None
+        self._running: list = []
         self._pending_session: dict | None = None
         self.search_index = None
 
@@ -405,7 +414,9 @@ class MainWindow(QtWidgets.QMainWindow):
         worker.failed.connect(self._failed)
         worker.cancelled.connect(lambda: self.statusBar().showMessage("loading cancelled", 5000))
         worker.finished.connect(thread.quit)
-        worker.finished.connect(self._loading_done)
+        worker.finished.connect(lambda w=worker: self._loading_done(w))
+        # the worker has no Qt parent (it moves to the thread): keep it alive until it is done
+        self._running.append((thread, worker))
         self._thread, self._worker = thread, worker
         self.progress.setValue(0)
         self.progress.show()
@@ -413,23 +424,26 @@ class MainWindow(QtWidgets.QMainWindow):
         thread.start()
 
     def cancel_loading(self, wait: bool = False):
-        if self._worker is not None:
-            self._worker.cancel()
-        if wait and self._thread is not None:
-            self._thread.quit()
-            self._thread.wait(30000)
-            self._loading_done()
+        for thread, worker in list(self._running):
+            worker.cancel()
+            if wait:
+                thread.quit()
+                thread.wait(60000)
+                self._loading_done(worker)
 
     def is_loading(self) -> bool:
-        return self._thread is not None and self._thread.isRunning()
+        return any(t.isRunning() for t, _ in self._running)
 
-    def _loading_done(self):
-        self.progress.hide()
-        self.cancel_button.hide()
-        self._worker = None
-        if self._thread is not None:
-            self._thread.wait(2000)
-        self._thread = None
+    def _loading_done(self, worker):
+        for item in list(self._running):
+            if item[1] is worker:
+                item[0].quit()
+                item[0].wait(5000)
+                self._running.remove(item)
+        if worker is self._worker:
+            self._worker, self._thread = None, None
+            self.progress.hide()
+            self.cancel_button.hide()
 
     def _progress(self, f, text):
         self.progress.setValue(int(1000 * f))
@@ -444,6 +458,8 @@ class MainWindow(QtWidgets.QMainWindow):
         QtWidgets.QMessageBox.critical(self, "pcitrace", message)
 
     def _signals_ready(self, doc):
+        if self._worker is not None and self.sender() is not None and self.sender() is not self._worker:
+            return
         self.doc = doc
         self.setWindowTitle(f"pcitrace — {Path(doc.path).name}")
         self.timeline.set_document(doc)
@@ -467,8 +483,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self._pending_session = None
         self._build_search_index()
         n = len(doc.result.records)
-        self.statusBar().showMessage(f"{Path(doc.path).name}: {n:,} transactions, "
-                                     f"{len(doc.result.findings):,} findings", 15000)
+        msg = f"{Path(doc.path).name}: {n:,} transactions, {len(doc.result.findings):,} findings"
+        if doc.analysis_error:
+            msg += f"; no analysis rows ({doc.analysis_error})"
+        self.statusBar().showMessage(msg, 30000)
         self.update_measurements()
         self.decodeReady.emit()
 

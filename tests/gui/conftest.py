@@ -58,7 +58,12 @@ def window(qtbot, tmp_path, errors):
 
 
 def open_and_wait(qtbot, win, path, profile=None, timeout=60000):
-    with qtbot.waitSignal(win.decodeReady, timeout=timeout):
-        win.open_path(path, profile)
+    """Open through the worker thread and wait until decoded; a load error fails at once."""
+    done, failed = [], []
+    win.decodeReady.connect(lambda: done.append(1))
+    win.loadFailed.connect(failed.append)
+    win.open_path(path, profile)
+    qtbot.waitUntil(lambda: bool(done or failed), timeout=timeout)
+    assert not failed, failed[0]
     qtbot.wait(10)
     return win.doc

@@ -1,0 +1,307 @@
+"""The real window, offscreen: open, zoom, pan, cursors, table <-> timeline, search, export,
+sessions, bad input. Mouse input goes through Qt events to the plot's viewport."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from PyQt5 import QtCore, QtGui, QtWidgets
+
+from tests.gui.conftest import open_and_wait
+
+pytestmark = pytest.mark.gui
+
+
+def _viewport(win):
+    return win.timeline.plot.viewport()
+
+
+def _send_mouse(widget, kind, pos, button=QtCore.Qt.LeftButton, buttons=None, mods=QtCore.Qt.NoModifier):
+    buttons = button if buttons is None else buttons
+    ev = QtGui.QMouseEvent(kind, QtCore.QPointF(pos), widget.mapToGlobal(pos), button, buttons, mods)
+    QtWidgets.QApplication.sendEvent(widget, ev)
+
+
+def _click(qtbot, win, pos, button=QtCore.Qt.LeftButton):
+    vp = _viewport(win)
+    _send_mouse(vp, QtCore.QEvent.MouseButtonPress, pos, button)
+    _send_mouse(vp, QtCore.QEvent.MouseButtonRelease, pos, button, QtCore.Qt.NoButton)
+    qtbot.wait(5)
+
+
+def _visible_point(win, t_ps, row_key):
+    """Scroll the row into view and return its point at time t in viewport coordinates."""
+    tl = win.timeline
+    y0, y1 = tl.row_y(row_key)
+    pt = tl.point_of(t_ps, row_key)
+    win.scroll.ensureVisible(pt.x(), pt.y(), 10, 40)
+    QtWidgets.QApplication.processEvents()
+    return tl.point_of(t_ps, row_key)
+
+
+def test_open_sample_shows_rows_and_table(qtbot, window, sample):
+    doc = open_and_wait(qtbot, window, sample)
+    assert not window.is_loading()
+    keys = [r.key for r, _ in window.timeline.layout]
+    assert "send/frame_n" in keys and "send/#txn" in keys and "a_to_b/#frames" in keys
+    # the probed link sits between the sending and the receiving bus
+    assert keys.index("a_to_b/#frames") < keys.index("recv/frame_n")
+    assert window.table.model.rowCount() == len(doc.result.records) == 1308
+    t0, t1 = window.timeline.view_range_ps()
+    assert t0 <= doc.start_ps and t1 >= doc.end_ps * 0.99
+    qtbot.waitUntil(lambda: window.timeline.rows_item.last_paint_s > 0)
+
+
+def test_wheel_zooms_at_the_mouse_and_drag_pans(qtbot, window, sample):
+    open_and_wait(qtbot, window, sample)
+    tl = window.timeline
+    tl.set_view(100e6, 200e6)
+    qtbot.wait(5)
+    vp = _viewport(window)
+    pos = tl.x_of_ps(150e6)
+    pos.setY(vp.height() // 3)
+    t_before = tl.vb.mapSceneToView(tl.plot.mapToScene(pos)).x()
+    ev = QtGui.QWheelEvent(QtCore.QPointF(pos), QtCore.QPointF(vp.mapToGlobal(pos)), QtCore.QPoint(0, 0),
+                           QtCore.QPoint(0, 120), QtCore.Qt.NoButton, QtCore.Qt.NoModifier,
+                           QtCore.Qt.NoScrollPhase, False)
+    QtWidgets.QApplication.sendEvent(vp, ev)
+    qtbot.wait(5)
+    a, b = tl.view_range_ps()
+    assert b - a < 100e6 * 0.95                      # zoomed in
+    t_after = tl.vb.mapSceneToView(tl.plot.mapToScene(pos)).x()
+    assert t_after == pytest.approx(t_before, rel=1e-6)  # the time under the mouse stays put
+    # drag right by 200 px: the view moves left by 200 px worth of time
+    span = b - a
+    px = span / tl.vb.width()
+    start = QtCore.QPoint(pos)
+    end = QtCore.QPoint(pos.x() + 200, pos.y())
+    _send_mouse(vp, QtCore.QEvent.MouseButtonPress, start)
+    for k in range(1, 11):
+        _send_mouse(vp, QtCore.QEvent.MouseMove, QtCore.QPoint(pos.x() + 20 * k, pos.y()),
+                    QtCore.Qt.NoButton, QtCore.Qt.LeftButton)
+    _send_mouse(vp, QtCore.QEvent.MouseButtonRelease, end, QtCore.Qt.LeftButton, QtCore.Qt.NoButton)
+    qtbot.wait(5)
+    a2, b2 = tl.view_range_ps()
+    assert a2 == pytest.approx(a - 200 * px, rel=0.02)
+    assert b2 - a2 == pytest.approx(span, rel=1e-6)
+
+
+def test_keyboard_zoom_fit_and_pan(qtbot, window, sample):
+    doc = open_and_wait(qtbot, window, sample)
+    tl = window.timeline
+    tl.set_view(100e6, 200e6)
+    window.activateWindow()
+    tl.plot.setFocus()
+    qtbot.keyClick(tl.plot, QtCore.Qt.Key_Plus)
+    assert tl.view_range_ps() == pytest.approx((125e6, 175e6), rel=1e-6)
+    qtbot.keyClick(tl.plot, QtCore.Qt.Key_Right)
+    assert tl.view_range_ps() == pytest.approx((137.5e6, 187.5e6), rel=1e-6)
+    qtbot.keyClick(tl.plot, QtCore.Qt.Key_F)
+    a, b = tl.view_range_ps()
+    assert a <= doc.start_ps and b >= doc.end_ps
+
+
+def test_cursors_by_click_and_measurements(qtbot, window, sample):
+    doc = open_and_wait(qtbot, window, sample)
+    tl = window.timeline
+    tl.set_view(20e6, 34e6)
+    qtbot.wait(5)
+    pa = _visible_point(window, 22e6, "send/frame_n")
+    _click(qtbot, window, pa, QtCore.Qt.LeftButton)
+    pb = _visible_point(window, 31e6, "send/frame_n")
+    _click(qtbot, window, pb, QtCore.Qt.RightButton)
+    a, b = tl.cursor_ps("A"), tl.cursor_ps("B")
+    px = 14e6 / tl.vb.width()
+    assert a == pytest.approx(22e6, abs=2 * px) and b == pytest.approx(31e6, abs=2 * px)
+    vals = window.measure.values
+    from pcitrace.gui.units import format_freq, format_time
+    assert vals["Δt"] == format_time(b - a, 6)
+    assert vals["1/Δt"] == format_freq(1e12 / (b - a))
+    # the panel's figures are those of the records between the cursors
+    assert vals["send/bytes"] == str(doc.bytes_between("send", a, b))
+    assert vals["recv/bytes"] == str(doc.bytes_between("recv", a, b))
+    assert vals["send/transactions"] == str(doc.transactions_between("send", a, b))
+    mbs = doc.bytes_between("send", a, b) / ((b - a) * 1e-12) / 1e6
+    assert vals["send/throughput"] == f"{mbs:.2f} MB/s"
+    busy = float(vals["send/occupancy"].split()[0])
+    assert 0 < busy < 100
+    # zoom to cursors
+    qtbot.keyClick(tl.plot, QtCore.Qt.Key_Z)
+    assert tl.view_range_ps() == pytest.approx((a, b), rel=1e-6)
+
+
+def test_table_row_click_jumps_and_annotation_click_selects(qtbot, window, sample):
+    doc = open_and_wait(qtbot, window, sample)
+    tl, table = window.timeline, window.table
+    rec = doc.result.records
+    i = int(np.flatnonzero((rec["bus"] == "send") & (rec["bytes"] == 256))[5])
+    row = table.model.row_of(i)
+    table.view.scrollTo(table.model.index(row, 0))
+    rect = table.view.visualRect(table.model.index(row, 1))
+    qtbot.mouseClick(table.view.viewport(), QtCore.Qt.LeftButton, pos=rect.center())
+    assert tl.selected_record == i
+    a, b = tl.view_range_ps()
+    assert a <= rec["start_ps"][i] and doc.record_end[i] <= b
+    assert b - a < 20 * (doc.record_end[i] - rec["start_ps"][i])
+    # click another transaction on the timeline: its table row is selected
+    j = i + 1
+    while rec["bus"][j] != "send":
+        j += 1
+    tl.centre_on(float(rec["start_ps"][j]), float(doc.record_end[j]))
+    qtbot.wait(5)
+    mid = (rec["start_ps"][j] + doc.record_end[j]) / 2
+    _click(qtbot, window, _visible_point(window, mid, "send/#txn"))
+    assert tl.selected_record == j
+    assert table.selected_record() == j
+
+
+def test_table_filters_and_sorting(qtbot, window, violations, errors):
+    doc = open_and_wait(qtbot, window, violations)
+    rec = doc.result.records
+    table = window.table
+    table.set_filter_values(termination="retry")
+    assert table.model.rowCount() == int((rec["termination"] == "retry").sum()) > 0
+    lo, hi = 0xFEBC0000, 0xFEBDFFFF
+    table.set_filter_values(lo=f"{lo:x}", hi=f"0x{hi:X}")
+    got = table.filtered_records()
+    expect = np.flatnonzero((rec["address"] >= lo) & (rec["address"] <= hi))
+    assert np.array_equal(np.sort(got), expect)
+    table.view.sortByColumn(6, QtCore.Qt.DescendingOrder)   # bytes
+    b = rec["bytes"][table.filtered_records()]
+    assert np.all(np.diff(b) <= 0)
+    shown = table.model.rowCount()
+    table.lo.setText("xyz")
+    table.apply_filters()
+    assert errors and "xyz" in errors[-1] and "hexadecimal" in errors[-1]
+    assert table.model.rowCount() == shown          # a bad filter leaves the table as it was
+
+
+def test_search_next_previous(qtbot, window, violations):
+    doc = open_and_wait(qtbot, window, violations)
+    rec = doc.result.records
+    hits = np.flatnonzero(rec["termination"] == "retry")
+    window.search_edit.setText("retry")
+    window.timeline.select_record(None)
+    window.timeline.set_view(float(rec["start_ps"][0]) - 1, float(rec["start_ps"][0]) + 1)
+    got = [window.search(+1) for _ in range(3)]
+    assert got == list(hits[:3])
+    assert window.search(-1) == hits[1]
+    assert window.timeline.selected_record == hits[1]
+    assert window.table.selected_record() == hits[1]
+    # all words must match: bus and command
+    window.search_edit.setText("send memwr")
+    i = window.search(+1)
+    assert rec["command"][i] == "mem_write" and rec["bus"][i] == "send"
+    window.search_edit.setText("no-such-thing")
+    assert window.search(+1) is None and window.search_status.text() == "no match"
+
+
+def test_export_png_and_csv(qtbot, window, violations, tmp_path):
+    doc = open_and_wait(qtbot, window, violations)
+    png = tmp_path / "view.png"
+    window.export_png(str(png))
+    img = QtGui.QImage(str(png))
+    assert img.width() == window.timeline.plot.width() and img.height() > 100
+    window.table.set_filter_values(termination="retry")
+    out = tmp_path / "t.csv"
+    window.export_csv(str(out))
+    rows = list(csv.DictReader(out.open()))
+    rec = doc.result.records
+    retry = np.flatnonzero(rec["termination"] == "retry")
+    assert [int(r["index"]) for r in rows] == list(retry)
+    assert all(r["termination"] == "retry" for r in rows)
+    assert int(rows[0]["start_ps"]) == rec["start_ps"][retry[0]]
+    assert int(rows[0]["address"], 16) == rec["address"][retry[0]]
+    # a directory that does not exist: an error dialog, no file, no crash
+    window.choose_export_csv = None
+    window._guard(lambda: window.export_csv(str(tmp_path / "nodir" / "x.csv")))
+    assert not (tmp_path / "nodir").exists()
+
+
+def test_session_saved_and_restored(qtbot, window, sample, tmp_path, errors):
+    doc = open_and_wait(qtbot, window, sample)
+    tl = window.timeline
+    tl.set_view(40e6, 60e6)
+    tl.set_cursor("A", 41e6)
+    tl.set_cursor("B", 45.5e6)
+    tl.add_marker("irq", 50e6)
+    window.table.set_filter_values(bus="recv", termination="normal")
+    window.set_all_signals(True)
+    path = window.save_session()
+    data = json.loads(path.read_text())
+    assert path.name == "pro1000_66mhz.pcitrace-session.json" and data["markers"][0]["name"] == "irq"
+    window.close()
+    from pcitrace.gui.window import MainWindow
+    win2 = MainWindow(settings=window.settings)
+    qtbot.addWidget(win2)
+    win2.show()
+    open_and_wait(qtbot, win2, sample)
+    t2 = win2.timeline
+    assert t2.view_range_ps() == pytest.approx((40e6, 60e6), rel=1e-6)
+    assert t2.cursor_ps("A") == pytest.approx(41e6) and t2.cursor_ps("B") == pytest.approx(45.5e6)
+    assert t2.marker_list() == [("irq", pytest.approx(50e6))]
+    assert win2.table.filter_values()["bus"] == "recv"
+    assert win2.table.model.rowCount() == int(((doc.result.records["bus"] == "recv")
+                                              & (doc.result.records["termination"] == "normal")).sum())
+    assert any(r.key == "send/clk" for r, _ in t2.layout)
+    # recent files remember the capture
+    assert win2.recent_files()[0].endswith("pro1000_66mhz.sr")
+    # a corrupt session is ignored with a message, the capture still opens
+    path.write_text("{not json")
+    open_and_wait(qtbot, win2, sample)
+    assert "session ignored" in win2.statusBar().currentMessage() or win2.doc is not None
+    assert not errors
+
+
+def test_bad_capture_and_profile_give_error_dialogs(qtbot, window, tmp_path, sample, errors):
+    bad = tmp_path / "broken.sr"
+    bad.write_bytes(b"this is not a zip file")
+    with qtbot.waitSignal(window.loadFailed, timeout=30000):
+        window.open_path(str(bad))
+    assert errors and "broken.sr" in errors[-1]
+    prof = tmp_path / "bad.profile.toml"
+    prof.write_text('[[bus]]\nname = "x"\nkind = "pci"\n[bus.signals]\nframe_n = "NOPE"\n')
+    with qtbot.waitSignal(window.loadFailed, timeout=30000):
+        window.open_path(sample, profile=str(prof))
+    assert "NOPE" in errors[-1] or "bad.profile.toml" in errors[-1]
+    missing = tmp_path / "missing.vcd"
+    with qtbot.waitSignal(window.loadFailed, timeout=30000):
+        window.open_path(str(missing))
+    assert "missing.vcd" in errors[-1]
+    # the window still works afterwards
+    open_and_wait(qtbot, window, sample)
+    assert window.table.model.rowCount() > 0
+
+
+def test_cancel_during_decoding_keeps_the_window_usable(qtbot, window, sample, monkeypatch):
+    import time
+    from pcitrace.gui import document as D
+
+    def slow_decode(self, *, progress, cancelled):
+        # a decode that only ends when cancelled, reporting progress like the real one
+        for k in range(3000):
+            if cancelled():
+                raise D.Cancelled()
+            progress(k / 3000, "decoding")
+            time.sleep(0.01)
+        raise AssertionError("never cancelled")
+
+    monkeypatch.setattr(D.Document, "decode", slow_decode)
+    with qtbot.waitSignal(window.documentReady, timeout=30000):
+        window.open_path(sample)
+    assert window.is_loading() and window.cancel_button.isVisible()
+    # the GUI thread is free: zooming works while the worker decodes
+    window.timeline.zoom(2.0)
+    qtbot.waitUntil(lambda: window.progress.value() > 0, timeout=5000)
+    qtbot.mouseClick(window.cancel_button, QtCore.Qt.LeftButton)
+    qtbot.waitUntil(lambda: not window.is_loading(), timeout=10000)
+    assert "cancelled" in window.statusBar().currentMessage()
+    assert window.doc is not None and window.doc.result is None
+    assert window.table.model.rowCount() == 0
+    assert any(r.key == "send/frame_n" for r, _ in window.timeline.layout)
+    monkeypatch.undo()
+    open_and_wait(qtbot, window, sample)
+    assert window.table.model.rowCount() == 1308
