@@ -196,7 +196,8 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
                           split_factor=0.0) if have_ad else None
     packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
                                  have_ad=have_ad, records=records, classes=classes, plain_groups=plain,
-                                 csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes)
+                                 csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes,
+                                 descriptor_gap_ps=o.descriptor_gap_clocks * T)
     split = split_clocks(records, classes, facts.clocks, facts.mode)
 
     t0, t1 = float(facts.start_ps), float(facts.start_ps) + facts.duration_ps

@@ -20,8 +20,9 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   **data**; a smaller read is a **descriptor fetch**, a smaller write a **status write-back**.
   With AD, a read holding the address of a write-back is a descriptor fetch whatever its size
   (receive rings are often prefetched many descriptors at a time). Without C/BE# (direction
-  unknown) a small transfer that the next frame data follows within ``descriptor_gap`` is a
-  descriptor fetch, any other a status write-back.
+  unknown) on a transmit bus a small transfer within ``descriptor_gap`` after the last access of
+  a CSR routine (the doorbell) is a descriptor fetch, on a receive bus (no such transfers) one
+  within ``descriptor_gap`` before frame data; any other is a status write-back.
 - **Packet** = one data transfer; direction tx (NIC reads the frame) or rx (NIC writes it).
   Descriptor fetches go in ring order: a fetch of n descriptors (bytes / ``descriptor_bytes``)
   serves the next n packets (of the direction of the next data DMA) whose data follows it and
@@ -533,7 +534,8 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
 def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period_ps: float,
             bus_width: int, have_ad: bool = False, records: np.ndarray | None = None,
             classes: np.ndarray | None = None, plain_groups: np.ndarray | None = None,
-            csr_gap_ps: float = 2e6, descriptor_bytes: int = 16) -> tuple[np.ndarray, np.ndarray]:
+            csr_gap_ps: float = 2e6, descriptor_bytes: int = 16,
+            descriptor_gap_ps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(packets, groups): one row per data transfer; assigns transfers['packet'] and the groups'
     'setup' / 'packets' (groups may be split, see split_setup_routines, so they are returned)."""
     data_idx = np.flatnonzero(transfers["kind"] == DATA)
@@ -551,6 +553,30 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     p["data_bursts"] = transfers["bursts"][data_idx]
     p["data_dma_ps"] = transfers["span_ps"][data_idx]
     p["data_dma_ideal_ps"] = p["data_bytes"] / (bus_width / 8) * period_ps
+
+    if records is not None and classes is not None:
+        # Direction unknown (no C/BE#): the NIC fetches a descriptor right after the driver's
+        # doorbell (its last CSR write), even when it reads the frame much later (backlog).
+        unk = np.flatnonzero((transfers["kind"] != DATA) & (transfers["direction"] == UNKNOWN_DIR))
+        csr_idx = np.flatnonzero(classes == CSR)
+        if unk.size and csr_idx.size:
+            csr_end = records["end_ps"][csr_idx]
+            ts = transfers["start_ps"][unk]
+            k = np.searchsorted(csr_end, ts, side="left") - 1
+            after_csr = (k >= 0) & (ts - csr_end[np.maximum(k, 0)] - period_ps <= descriptor_gap_ps)
+            # ... after the routine's last access, not amid it (a write-back may land there).
+            csr_start = records["start_ps"][csr_idx]
+            nxt = np.searchsorted(csr_start, ts, side="right")
+            quiet = (nxt >= csr_idx.size) | (csr_start[np.minimum(nxt, csr_idx.size - 1)] - ts > descriptor_gap_ps)
+            after_csr &= quiet
+            # ... and only the first transfer after that access (unk is in time order).
+            first_after = np.r_[True, k[1:] != k[:-1]]
+            after_csr &= first_after
+            # A transmit bus shows a fetch after most doorbells: there only that rule holds (a
+            # write-back may happen to precede frame data); a receive bus has no doorbells and
+            # keeps the "just before frame data" rule.
+            if after_csr.sum() >= 0.25 * data_idx.size:
+                transfers["kind"][unk] = np.where(after_csr, DESCRIPTOR, STATUS)
 
     # Descriptor fetches and write-backs both go in ring order.
     desc = np.flatnonzero(transfers["kind"] == DESCRIPTOR)
