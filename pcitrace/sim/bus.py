@@ -189,13 +189,11 @@ def clock_times(n: int, clock_hz: float, start: int = 0) -> np.ndarray:
 
 def _parity(ad: np.ndarray, cbe: np.ndarray, hi: bool) -> np.ndarray:
     """Even-parity bit over 32 AD lines + 4 C/BE# lines (upper halves when ``hi``)."""
-    if hi:
-        a = (ad >> np.uint64(32)) & np.uint64(0xFFFFFFFF)
-        c = (cbe >> 4) & 0xF
-    else:
-        a = ad & np.uint64(0xFFFFFFFF)
-        c = cbe & 0xF
-    return ((np.bitwise_count(a) + np.bitwise_count(c)) & 1).astype(np.uint8)
+    halves = np.ascontiguousarray(ad, dtype=np.uint64).view(np.uint32)
+    half = int(hi) if np.little_endian else 1 - int(hi)
+    a = halves[half::2]
+    c = (cbe >> 4) if hi else (cbe & 0xF)
+    return ((np.bitwise_count(a) ^ np.bitwise_count(c)) & 1).astype(np.uint8)
 
 
 def _be_array(be, n: int, wide: bool) -> np.ndarray:
@@ -331,11 +329,11 @@ def _shape(where: str, pcix: bool, read: bool, term: str, n: int | None, P: int,
 
 
 def _wait_key(w) -> tuple:
-    if not w:
-        return ()
+    """A hashable stand-in for a waits argument (equal waits written differently only cost a
+    second shape computation)."""
     if isinstance(w, Mapping):
-        return tuple(sorted((int(k), int(v)) for k, v in w.items() if v))
-    return tuple((k, int(v)) for k, v in enumerate(w) if v)
+        return tuple(w.items())
+    return ("seq",) + tuple(w)
 
 
 def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, clock_hz: float = 33e6,
@@ -371,7 +369,7 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     h_ad: list[int] = [0]                      # header table; entry 0 = the bus before anything
     h_cbe: list[int] = [0xFF]
     data_parts: list = []
-    be_parts: list[tuple[int, object, int]] = []
+    be_parts: list = []
     t_shape: list[int] = []
     t_start: list[int] = []
     t_idle: list[int] = []
@@ -391,6 +389,7 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     late: list[tuple[int, int]] = []
     names = {c: table[c][0] for c in range(16)}
 
+    reads = [is_read(c, mode) for c in range(16)]
     clock = 0
     n_words = 0
     for t, s in enumerate(specs):
@@ -420,8 +419,10 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         addr = s.address
         dac = s.dac if s.dac is not None else addr >= 0x100000000
         nhdr = (2 if dac else 1) + pcix
-        read = is_read(cmd, mode)
-        key = (read, term, n, P, nhdr, _wait_key(s.initiator_waits), _wait_key(s.target_waits),
+        read = reads[cmd]
+        iw = s.initiator_waits
+        tw = s.target_waits
+        key = (read, term, n, P, nhdr, _wait_key(iw) if iw else (), _wait_key(tw) if tw else (),
                s.master_done, s.stop_phases)
         si = shapes.get(key)
         if si is None:
@@ -505,8 +506,7 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
             else:
                 h_cbe.append(int(be[-1]) & 0xFF if wide else (int(be[-1]) & 0xF) | 0xF0)
             data_parts.append(data)
-            if be is not None:
-                be_parts.append((n_words, be, P))
+            be_parts.append(be)
         else:
             h_ad.append(addr & 0xFFFFFFFF)
             h_cbe.append(0xF0)
@@ -593,31 +593,44 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     # word index per clock: within a run it moves by the run's step; at a run start it jumps
     nz = r_len > 0
     rl, rw, rs = r_len[nz], r_word[nz], r_step[nz]
-    word = np.repeat(rs, rl)
-    word[np.concatenate(([0], np.cumsum(rl)[:-1]))] = rw - np.concatenate(([0], rw + (rl - 1) * rs))[:-1]
-    np.cumsum(word, out=word)
-
+    # index into the value table [data words..., header entries...] (header words are stored
+    # negative and step downwards, data words positive and step upwards)
     nd = n_words
+    neg = rw < 0
+    rw = np.where(neg, nd - 1 - rw, rw)
+    rs = np.where(neg, -rs, rs)
+    widx = np.repeat(rs, rl)
+    widx[np.concatenate(([0], np.cumsum(rl)[:-1]))] = rw - np.concatenate(([0], rw + (rl - 1) * rs))[:-1]
+    np.cumsum(widx, out=widx)
+
     all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
         if data_parts else np.zeros(0, np.uint64)
     rec_of_word = np.repeat(np.arange(ntx), t_P_a)
     wide_t = np.asarray(t_wide, bool)
     wide_w = wide_t[rec_of_word]
     all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
-    all_be = np.zeros(nd, np.uint8)
-    for d0, be, p in be_parts:
-        if isinstance(be, (int, np.integer)):
-            all_be[d0:d0 + p] = int(be) & 0xFF
-        else:
-            b = np.asarray(be, dtype=np.int64)
-            if len(b) != p:
-                raise PcitraceError(f"transaction {int(rec_of_word[d0])}: {len(b)} byte enables for {p} "
-                                    "data phases", fix="give one C/BE# value per completed data phase")
-            all_be[d0:d0 + p] = b & 0xFF
+    if any(b is not None for b in be_parts):
+        zero = np.zeros(int(t_P_a.max()), np.uint8)
+        parts = []
+        for d, b in zip(data_parts, be_parts):
+            if b is None:
+                parts.append(zero[:len(d)])
+            elif isinstance(b, (int, np.integer)):
+                parts.append(np.full(len(d), int(b) & 0xFF, np.uint8))
+            else:
+                parts.append(b if isinstance(b, np.ndarray) else np.asarray(b, dtype=np.int64))
+        lens = np.fromiter(map(len, parts), np.int64, len(parts))
+        bad = np.flatnonzero(lens != t_P_a[t_P_a > 0])
+        if len(bad):
+            t = int(np.flatnonzero(t_P_a > 0)[bad[0]])
+            raise PcitraceError(f"transaction {t}: {lens[bad[0]]} byte enables for {t_P[t]} data phases",
+                                fix="give one C/BE# value per completed data phase")
+        all_be = np.concatenate(parts).astype(np.uint8)
+    else:
+        all_be = np.zeros(nd, np.uint8)
     all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
     val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
     val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
-    widx = np.where(word < 0, nd - 1 - word, word)
     ad = val_ad[widx]
     cbe = val_be[widx]
     if width == 32:
