@@ -22,6 +22,7 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ import numpy as np
 from pcitrace.capture import Capture, TimeBase, write_capture
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.profile import BusProfile, NicIdentity, Profile, save_profile
-from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE
+from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE, record_to_dict
 from pcitrace.errors import PcitraceError
 from pcitrace.sim.bus import render
 from pcitrace.sim.model import ModelResult, run_model
@@ -253,7 +254,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     records = records[order]
     ann = [ann[i] for i in order]
     rec_index = {id(all_txns[j]): i for i, j in enumerate(order)}
-    rec_dicts = records_to_dicts(records, ann)
+    rec_dicts = RecordList(records, ann)
     findings = np.concatenate(find_parts) if find_parts else np.zeros(0, FINDING_DTYPE)
     findings = np.sort(findings, order="time_ps")
 
@@ -286,6 +287,34 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     cap = Capture.from_arrays(arrays, tb, widths=widths, metadata=meta)
     prof = Profile(profile_buses, source="memory")
     return SimResult(cap, prof, truth, sc)
+
+
+class RecordList(Sequence):
+    """The truth's records: a RECORD_DTYPE array plus the model's notes (master, purpose,
+    packet), seen as a list of dicts (docs/records.md keys) but converted only on access, so
+    a long simulation does not hold a dict per transaction. ``.array`` is the numpy form."""
+
+    def __init__(self, array: np.ndarray, ann: list[dict]):
+        self.array = array
+        self._ann = ann
+
+    def __len__(self):
+        return len(self.array)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return records_to_dicts(self.array[i], self._ann[i])
+        d = record_to_dict(self.array[i])
+        d.update(self._ann[i])
+        return d
+
+    def __iter__(self):
+        step = 65536
+        for k in range(0, len(self.array), step):
+            yield from records_to_dicts(self.array[k:k + step], self._ann[k:k + step])
+
+    def __eq__(self, other):
+        return list(self) == list(other)
 
 
 def records_to_dicts(records: np.ndarray, ann: list[dict] | None = None) -> list[dict]:
@@ -443,7 +472,7 @@ def truth_json(truth: dict) -> str:
     """Compact but diff-friendly: one line per record / frame / packet."""
     parts = []
     for k, v in truth.items():
-        if isinstance(v, list) and v:
+        if isinstance(v, (list, RecordList)) and len(v):
             body = ",\n".join(json.dumps(x, separators=(",", ":")) for x in v)
             parts.append(f"{json.dumps(k)}: [\n{body}\n]")
         elif isinstance(v, dict) and v:
