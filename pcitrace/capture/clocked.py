@@ -256,7 +256,11 @@ def resample(capture: Capture, samplerate_hz: float) -> Capture:
     starts = [int(capture.change_times(c.name)[0][0]) for c in capture.channels]
     t0 = min(starts) if starts else 0
     dur = capture.duration_ps
-    n = int(dur * samplerate_hz / 1e12) + 1
+    if "end_ps" in capture.metadata:
+        # the dump closes at end_ps: samples strictly before it
+        n = max(0, int(np.ceil(round(dur * samplerate_hz / 1e12, 6))))
+    else:
+        n = int(dur * samplerate_hz / 1e12) + 1   # up to and including the last change
     if n > (1 << 36):
         raise PcitraceError(f"{n} samples at {samplerate_hz:g} Hz is too many", path=capture.path,
                             fix="choose a lower --samplerate or use --clock for one sample per clock")

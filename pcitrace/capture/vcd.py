@@ -121,6 +121,17 @@ def _header_text(path: str, limit: int = 64 << 20) -> tuple[str, int]:
                         fix="the file is truncated or not a VCD")
 
 
+def _final_timestamp(path: str, body_start: int) -> int | None:
+    """The last ``#time`` of the file (in timescale ticks): where the dump says it ends."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        start = max(body_start, size - (64 << 10))
+        f.seek(start)
+        tail = f.read()
+    found = re.findall(rb"(?:^|\s)#(\d+)", tail)
+    return int(found[-1]) if found else None
+
+
 def _pcitrace_comment(header: str) -> dict | None:
     for m in re.finditer(r"\$comment\s+(.*?)\s*\$end", header, re.S):
         body = m.group(1)
@@ -325,11 +336,15 @@ class VcdCapture(Capture):
 
     @property
     def duration_ps(self) -> int:
+        """From the first change to the closing timestamp (or the last change)."""
         if self._grid_rate is not None:
             return super().duration_ps
         ends = [int(t[-1]) for t in self._times.values() if len(t)]
         starts = [int(t[0]) for t in self._times.values() if len(t)]
-        return (max(ends) - min(starts)) if ends else 0
+        if not ends:
+            return 0
+        end = max(max(ends), int(self.metadata.get("end_ps", 0)))
+        return end - min(starts)
 
 
 def _channel_names(vars_, strip_scope: str | None) -> list[str]:
@@ -488,6 +503,7 @@ def read_vcd(path) -> Capture:
     with _plain_vcd(path) as plain:
         header, body_start = _header_text(plain)
         extra = _pcitrace_comment(header)
+        end_tick = _final_timestamp(plain, body_start)
         declared = set(re.findall(r"\$var\s+\S+\s+\d+\s+(\S+)\s+", header))
 
         def undeclared_error():
@@ -622,6 +638,10 @@ def read_vcd(path) -> Capture:
 
     metadata = {"format": "vcd", "timescale_ps": tick_ps, "changes": int(nchanges),
                 "unknown_counts": unknown}
+    if end_tick is not None:
+        end_ps = int(to_ps(np.array([end_tick], dtype=np.int64))[0])
+        if end_ps > max((int(t[-1]) for t in times.values() if len(t)), default=end_ps):
+            metadata["end_ps"] = end_ps     # a closing timestamp after the last change
     if skipped:
         metadata["skipped_vars"] = skipped
     if extra:

@@ -103,11 +103,31 @@ $enddefinitions $end
 """
     (tmp_path / "r.vcd").write_text(text)
     cap = open_capture(tmp_path / "r.vcd")
-    r = resample(cap, 100e6)     # 10 ns samples
+    r = resample(cap, 100e6)     # 10 ns samples, up to the closing #100
     assert r.timebase.samplerate_hz == 100e6
-    assert r.read()["a"].tolist() == [0, 0, 0, 1, 1, 0]
+    assert cap.metadata["end_ps"] == 100_000 and cap.duration_ps == 100_000
+    assert r.read()["a"].tolist() == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0]
     with pytest.raises(PcitraceError, match="frequency"):
         resample(cap, 0)
     sr = Capture.from_arrays({"a": np.zeros(3)}, TimeBase.timing(1e6))
     with pytest.raises(PcitraceError, match="VCD"):
         resample(sr, 1e6)
+
+
+@pytest.mark.sigrok
+def test_sigrok_written_vcd_resamples_to_its_sr(tmp_path, sigrok_cli):
+    """sigrok-cli's own VCD (several changes per line, closing timestamp) reads back exactly."""
+    import subprocess
+    sr = tmp_path / "d.sr"
+    subprocess.run([sigrok_cli, "-d", "demo", "--channels", "D0,D1,D2,D3,D4,D5,D6,D7",
+                    "--samples", "300", "-o", str(sr)], check=True, capture_output=True, timeout=60)
+    vcd = tmp_path / "d.vcd"
+    out = subprocess.run([sigrok_cli, "-i", str(sr), "-O", "vcd"], check=True, capture_output=True,
+                         timeout=60).stdout
+    vcd.write_bytes(out)
+    a = open_capture(sr)
+    r = resample(open_capture(vcd), a.timebase.samplerate_hz)
+    assert r.num_samples == a.num_samples == 300
+    da, dr = a.read(), r.read()
+    for k in da:
+        assert np.array_equal(da[k], dr[k]), k
