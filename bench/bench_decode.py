@@ -88,7 +88,10 @@ def write_slice(sig: dict[str, np.ndarray], path: str) -> Profile:
     arrays = {NAMES[k]: v for k, v in sig.items()}
     widths = {k: w for k, w in {"AD": 64, "C/BE#": 8}.items() if k in arrays}
     write_sr(Capture.from_arrays(arrays, TimeBase.state(clock_hz=CLOCK_HZ), widths=widths), path)
-    return Profile([BusProfile("pci", "pci", signals={k: NAMES[k] for k in sig}, width=64)], source="bench")
+    # .sr holds 1-bit channels: a vector X is stored as X0..X{n-1}
+    signals = {k: ([f"{NAMES[k]}{i}" for i in range(widths[NAMES[k]])] if NAMES[k] in widths else NAMES[k])
+               for k in sig}
+    return Profile([BusProfile("pci", "pci", signals=signals, width=64)], source="bench")
 
 
 def main(argv=None) -> int:

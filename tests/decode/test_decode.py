@@ -1,0 +1,103 @@
+"""decode_capture: several buses in one capture, streaming in chunks, bus summaries, words."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pcitrace.capture import write_sr
+from pcitrace.capture.model import Capture, TimeBase
+from pcitrace.capture.profile import BusProfile, Profile
+from pcitrace.decode import decode_capture, merge_buses
+from pcitrace.decode.engine import decode_clocks
+from pcitrace.decode.records import diff_records
+from pcitrace.errors import PcitraceError
+
+from .helpers import random_bus
+
+CLOCK = 33_333_333.0
+
+
+def two_bus_capture(n=3000, seed=3):
+    """Buses `send` (64-bit, with AD) and `recv` (control only) in one state-mode capture."""
+    rng = np.random.default_rng(seed)
+    a, _ = random_bus(rng, n, ad=True, cbe=True, par=True, w64=True, gnt=True, busy=0.5)
+    b, _ = random_bus(rng, n, ad=False, cbe=False, par=False, w64=False, gnt=False, busy=0.4)
+    arrays = {f"S_{k}": v for k, v in a.items()} | {f"R_{k}": v for k, v in b.items()}
+    cap = Capture.from_arrays(arrays, TimeBase.state(clock_hz=CLOCK), widths={"S_ad": 64, "S_cbe_n": 8})
+    prof = Profile([BusProfile("send", "pci", signals={k: f"S_{k}" for k in a}, width=64),
+                    BusProfile("recv", "pci", signals={k: f"R_{k}" for k in b}, width=32)], source="memory")
+    return cap, prof, a, b
+
+
+def test_two_buses_merged_by_time_and_equal_to_each_bus_alone():
+    cap, prof, a, b = two_bus_capture()
+    res = decode_capture(cap, prof, chunk_clocks=500)
+    t = cap.times_ps()
+    ra, wa, _, _ = decode_clocks(a, t, width=64, bus="send")
+    rb, _, _, _ = decode_clocks(b, t, width=32, bus="recv")
+    assert np.all(np.diff(res.records["start_ps"]) >= 0)
+    assert set(res.records["bus"].tolist()) == {"send", "recv"}
+    assert diff_records(res.bus_records("send"), ra, ignore=["data_index"]) == []
+    assert diff_records(res.bus_records("recv"), rb, ignore=["data_index"]) == []
+    # words follow their records through the merge, and data_index points at the first one
+    w = res.words
+    assert len(w) == len(wa)
+    recs = res.records
+    idx = np.flatnonzero(recs["data_phases"] > 0)
+    idx = idx[recs["bus"][idx] == "send"]
+    for i in idx[:50]:
+        first = recs["data_index"][i]
+        assert w["record"][first] == i
+        assert w["time_ps"][first] >= recs["start_ps"][i]
+        assert np.all(w["record"][first:first + recs["data_phases"][i]] == i)
+    assert set(res.buses) == {"send", "recv"}
+    s = res.buses["send"]
+    assert (s.clocks, s.start_ps, s.end_ps, s.width, s.mode) == (3000, 0, int(t[-1]), 64, "pci")
+    assert s.clock_hz == pytest.approx(CLOCK, rel=1e-6)
+
+
+def test_bus_selection_and_unknown_bus():
+    cap, prof, _, _ = two_bus_capture()
+    res = decode_capture(cap, prof, buses="recv")
+    assert set(res.records["bus"].tolist()) == {"recv"} and set(res.buses) == {"recv"}
+    with pytest.raises(PcitraceError, match="no bus named 'nope'"):
+        decode_capture(cap, prof, buses=["nope"])
+
+
+def test_chunk_size_does_not_change_the_result():
+    cap, prof, _, _ = two_bus_capture(n=2000, seed=9)
+    whole = decode_capture(cap, prof, chunk_clocks=1 << 20)
+    for chunk in (1, 7, 333):
+        part = decode_capture(cap, prof, chunk_clocks=chunk)
+        assert diff_records(whole.records, part.records) == []
+        assert np.array_equal(whole.words, part.words)
+        assert np.array_equal(np.sort(whole.findings, order=["time_ps", "kind"]),
+                              np.sort(part.findings, order=["time_ps", "kind"]))
+
+
+def test_sr_file_and_sidecar_profile(tmp_path):
+    cap, prof, _, _ = two_bus_capture(n=1500)
+    from pcitrace.capture.profile import save_profile
+    path = tmp_path / "two.sr"
+    write_sr(cap, path)
+    # a vector channel is stored as bits in .sr: the profile lists them
+    bits = {k: ([f"{v}{i}" for i in range(cap.channel(v).width)] if cap.channel(v).width > 1 else v)
+            for k, v in prof.bus("send").signals.items()}
+    prof_sr = Profile([BusProfile("send", "pci", signals=bits, width=64), prof.bus("recv")])
+    save_profile(prof_sr, tmp_path / "two.profile.toml")
+    from_file = decode_capture(str(path))          # NAME.profile.toml beside it
+    in_memory = decode_capture(cap, prof)
+    assert diff_records(in_memory.records, from_file.records) == []
+    assert np.array_equal(in_memory.words, from_file.words)
+
+
+def test_unknown_engine_is_a_user_error():
+    cap, prof, _, _ = two_bus_capture(n=100)
+    with pytest.raises(PcitraceError, match="engine"):
+        decode_capture(cap, prof, engine="turbo")
+
+
+def test_merge_of_nothing():
+    r, w, f = merge_buses([])
+    assert len(r) == len(w) == len(f) == 0
