@@ -199,7 +199,7 @@ def packets_from_analysis(analysis) -> list[CapturePackets]:
 
 
 def packets_from_truth(truth: dict, bus: str) -> CapturePackets:
-    """The packet series the simulator says a bus carries (its first data word per packet).
+    """The packet series the simulator says a bus carries (start of each frame's data DMA).
 
     For tests and for checking the analyser against the simulator, not for real captures.
     """
@@ -207,17 +207,17 @@ def packets_from_truth(truth: dict, bus: str) -> CapturePackets:
     times, nbytes, seq = [], [], []
     direction = None
     for r in rows:
-        if r.get("send_bus") == bus and r.get("tx_first_word_ps", -1) >= 0:
-            times.append(r["tx_first_word_ps"])
-            nbytes.append(r["tx_bytes"])
-            direction = "tx"
-        elif r.get("recv_bus") == bus and r.get("rx_first_word_ps", -1) >= 0:
-            times.append(r["rx_first_word_ps"])
-            nbytes.append(r["rx_bytes"])
-            direction = "rx"
-        else:
-            continue
-        seq.append(r["seq"])
+        for side, dirname in (("tx", "tx"), ("rx", "rx")):
+            if r.get("send_bus" if side == "tx" else "recv_bus") != bus:
+                continue
+            # the data DMA's start, as the analyser reports it (older truth: its first word)
+            t = r.get(f"{side}_data_start_ps", r.get(f"{side}_first_word_ps", -1))
+            if t is None or t < 0:
+                continue
+            times.append(t)
+            nbytes.append(r[f"{side}_bytes"])
+            seq.append(r["seq"])
+            direction = dirname
     if not times:
         raise PcitraceError(f"the truth has no packets on bus {bus!r}", where="packets",
                             fix=f"buses in the truth: {', '.join(truth.get('buses', {}))}")

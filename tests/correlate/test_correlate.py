@@ -1,0 +1,238 @@
+"""Correlation of simulator captures with the real UDPmon -G log, by API and by CLI, and the
+sweep over simulated captures against the real scan log."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from pcitrace.cli import cli
+from pcitrace.correlate.commands import load_run
+from pcitrace.correlate.correlate import capture_packets, correlate, packets_from_truth, run_packets
+from pcitrace.correlate.pcap import udpmon_payload, write_pcap
+from pcitrace.correlate.runlog import read_runlog
+from tests.conftest import UDP_TOOLS
+
+G_LOG = UDP_TOOLS / "udpmon_bw_1472_w12_G.txt"
+SCAN_LOG = UDP_TOOLS / "udpmon_bw_1472_scan_x.txt"
+
+
+def _simulate(scenario: dict, path):
+    try:
+        from pcitrace.sim.output import simulate, write_outputs
+    except ImportError:  # the contract's location
+        from pcitrace.sim import simulate, write_outputs
+    from pcitrace.sim.scenario import scenario_from_dict
+    result = simulate(scenario_from_dict(scenario))
+    write_outputs(result, path)
+    return result
+
+
+def _g_scenario() -> dict:
+    """Size, spacing, count and losses of udpmon_bw_1472_w12_G.txt (frame numbers are the
+    log's packet numbers - 1)."""
+    log = read_runlog(G_LOG)
+    row = log.rows[0]
+    lost = (log.packets.lost_numbers - 1).tolist()
+    return {"name": "udpmon_g", "seed": 3, "mode": "state",
+            "duration_us": row["num_sent"] * row["inter_pkt_time_us"] + 400,
+            "traffic": {"frame_bytes": row["pkt_len"], "spacing_us": float(row["inter_pkt_time_us"]),
+                        "count": row["num_sent"], "start_us": 2.0},
+            "link": {"lost": lost},
+            "bus": [{"name": "send", "pc": "a", "kind": "pci", "width": 64, "clock_mhz": 66},
+                    {"name": "recv", "pc": "b", "kind": "pci", "width": 64, "clock_mhz": 66}]}
+
+
+@pytest.fixture(scope="module")
+def g_sim(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gsim")
+    result = _simulate(_g_scenario(), d / "g.sr")
+    return d / "g.sr", result.truth
+
+
+@pytest.fixture(scope="module")
+def g_packets(g_sim):
+    path, _truth = g_sim
+    return {c.bus: c for c in capture_packets(path)}
+
+
+def _check_numbers(c, cap, truth, key):
+    """Every capture packet that starts a frame's data DMA carries that frame's number."""
+    start_to_number = {int(p[key]): p["seq"] + 1 for p in truth["packets"] if p[key] >= 0}
+    checked = 0
+    for r in c.rows:
+        t = int(cap.time_ps[r["capture_index"]])
+        if t in start_to_number:
+            assert r["number"] == start_to_number[t], r
+            checked += 1
+    return checked
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_payload", [True, False], ids=["payload-numbers", "intervals-only"])
+def test_sim_capture_aligns_with_the_G_log(g_sim, g_packets, use_payload):
+    _path, truth = g_sim
+    log = read_runlog(G_LOG)
+    run = run_packets(log, "send")
+    send = g_packets["send"]
+    assert send.direction == "tx" and send.seq is not None
+    c = correlate(send, run, use_capture_seq=use_payload)
+    s = c.summary()
+    assert s["method"] == ("sequence" if use_payload else "interval")
+    assert s["mismatched"] == 0
+    sent = sum(1 for p in truth["packets"] if p["tx_data_start_ps"] >= 0)
+    assert _check_numbers(c, send, truth, "tx_data_start_ps") == sent
+    # every received packet the simulator sent is paired with its log row
+    assert s["matched"] == sum(1 for p in truth["packets"] if p["tx_data_start_ps"] >= 0 and not p["lost"])
+    # the lost packets are named: on the sender's bus, every one the log lists
+    on_bus = sorted(x["number"] for x in c.lost if x["on_bus"])
+    assert on_bus == log.packets.lost_numbers.tolist() == sorted(p["seq"] + 1 for p in truth["packets"] if p["lost"])
+    # and the rows say so
+    lost_rows = [r for r in c.rows if r.get("run_lost")]
+    assert sorted(r["number"] for r in lost_rows) == on_bus
+
+
+@pytest.mark.slow
+def test_receive_bus_never_shows_the_lost_packets(g_sim, g_packets):
+    _path, truth = g_sim
+    run = run_packets(read_runlog(G_LOG), "send")
+    recv = g_packets["recv"]
+    assert recv.direction == "rx"
+    for use in (True, False):
+        c = correlate(recv, run, use_capture_seq=use)
+        assert c.summary()["mismatched"] == 0
+        assert _check_numbers(c, recv, truth, "rx_data_start_ps") == len(recv)
+        assert not any(x["on_bus"] for x in c.lost)
+        assert sum(1 for x in c.lost if x["in_window"]) == 294
+
+
+@pytest.mark.slow
+def test_per_packet_pci_figures_beside_the_run(g_sim, g_packets):
+    run = run_packets(read_runlog(G_LOG), "send")
+    c = correlate(g_packets["send"], run)
+    row = next(r for r in c.rows if r["number"] == 1)
+    assert row["run_send_us"] == pytest.approx(6384.4)      # 63844 x 0.1 us in the log
+    assert row["run_recv_us"] == pytest.approx(11337.0)
+    assert 3.0 < row["data_dma_us"] < 4.5                  # 1514 bytes on 64-bit/66 MHz with waits
+    assert 0 < row["occupancy"] < 1
+    assert abs(row["capture_in_run_us"] - row["run_send_us"]) < 100
+
+
+@pytest.mark.slow
+def test_truth_series_agrees_with_the_analyser(g_sim, g_packets):
+    _path, truth = g_sim
+    t = packets_from_truth(truth, "recv")
+    recv = g_packets["recv"]
+    assert np.array_equal(np.sort(recv.time_ps), np.sort(t.time_ps))
+    assert np.array_equal(recv.seq[np.argsort(recv.time_ps)], t.seq[np.argsort(t.time_ps)])
+
+
+@pytest.mark.slow
+def test_correlate_with_a_pcap_of_the_stream(g_sim, g_packets, tmp_path):
+    """The receiver's pcap (UDPmon payloads) as the run: pairs come from the frame numbers."""
+    _path, truth = g_sim
+    rx = [p for p in truth["packets"] if p["rx_data_start_ps"] >= 0]
+    times = np.array([p["rx_data_end_ps"] for p in rx], np.int64) + 7_000_000   # kernel timestamp later
+    pcap = tmp_path / "recv.pcap"
+    write_pcap(pcap, times, [udpmon_payload(p["seq"], 0, 1472) for p in rx], start_epoch_ns=1_795_319_048 * 10**9)
+    run = run_packets(load_run(pcap))
+    assert run.which == "capture" and len(run.number) == len(rx)
+    c = correlate(g_packets["recv"], run)
+    s = c.summary()
+    assert s["method"] == "sequence" and s["mismatched"] == 0 and s["seq_shift"] == 0
+    assert s["matched"] == len(rx)
+    # The pcap clock starts at the first datagram; capture = pcap time + offset pairs that
+    # datagram with its DMA's start, so the offset is where that DMA starts.
+    assert abs(s["offset_ps"] - rx[0]["rx_data_start_ps"]) < 1_000_000
+
+
+@pytest.mark.slow
+def test_cli_correlate(g_sim):
+    path, _truth = g_sim
+    r = CliRunner().invoke(cli, ["correlate", str(path), str(G_LOG)])
+    assert r.exit_code == 0, r.output
+    assert "lost by the run and seen on this bus: 57-301, 1878-1926" in r.output
+    assert "mismatched 0" in r.output
+    r = CliRunner().invoke(cli, ["correlate", str(path), str(G_LOG), "--bus", "recv", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["summary"]["bus"] == "recv" and d["summary"]["lost_not_on_bus"] == 294
+    r = CliRunner().invoke(cli, ["correlate", str(path), str(UDP_TOOLS / "udpmon_bw_basic.txt")])
+    assert r.exit_code != 0 and "-G" in str(r.exception or r.output)
+
+
+def test_cli_runlog_text_json_and_errors(tmp_path):
+    from pcitrace.cli import main
+    r = CliRunner().invoke(cli, ["runlog", str(G_LOG)])
+    assert r.exit_code == 0
+    assert "lost packets: 57-301, 1878-1926" in r.output and "1002.58" in r.output
+    r = CliRunner().invoke(cli, ["runlog", str(UDP_TOOLS / "netperf_UDP_STREAM.txt"), "--format", "json"])
+    d = json.loads(r.output)
+    assert d["variant"] == "UDP_STREAM" and d["rows"][0]["throughput_mbit_s"] == 1652.45
+    out = tmp_path / "scan.json"
+    assert main(["runlog", str(SCAN_LOG), "--format", "json", "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["rows"][6]["recv_wire_rate_mbit"] == 733.45
+    bad = tmp_path / "notes.txt"
+    bad.write_text("just some notes\n")
+    assert main(["runlog", str(bad)]) == 2
+
+
+# --- sweep -----------------------------------------------------------------------------------
+SPACINGS = (12.0, 16.0, 20.0, 26.0)
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweep")
+    for sp in SPACINGS:
+        name = f"pro1000_w{int(sp)}"
+        sc = {"name": name, "seed": 5, "mode": "state", "duration_us": 40 * sp + 60,
+              "traffic": {"frame_bytes": 1472, "spacing_us": sp, "count": 40, "start_us": 2.0},
+              "bus": [{"name": "send", "pc": "a", "kind": "pci", "width": 64, "clock_mhz": 66},
+                      {"name": "recv", "pc": "b", "kind": "pci", "width": 64, "clock_mhz": 66}]}
+        _simulate(sc, d / f"{name}.sr")
+        (d / f"{name}.scenario.toml").write_text(f'name = "{name}"\n[traffic]\nspacing_us = {sp}\n')
+    return d
+
+
+@pytest.mark.slow
+def test_sweep_table_and_plot(sweep_dir, tmp_path):
+    from pcitrace.correlate.sweep import find_captures, plot_sweep, sweep
+    scan = read_runlog(SCAN_LOG)
+    res = sweep(find_captures(sweep_dir), scan, lambda p: capture_packets(p))
+    rows = res.table()
+    assert [r["spacing_us"] for r in rows] == list(SPACINGS)
+    wire = {r["spacing_us"]: r["scan_recv_wire_rate_mbit"] for r in rows}
+    assert wire == {12.0: 733.45, 16.0: 652.802, 20.0: 563.503, 26.0: 421.69}
+    occ = [r["occupancy_send"] for r in rows]
+    assert all(0 < o < 1 for o in occ)
+    assert occ == sorted(occ, reverse=True)          # wider spacing, idler bus
+    for r in rows:
+        # 1514 bytes per frame every spacing: the NIC's throughput on the bus
+        assert r["throughput_mbit"] == pytest.approx(1514 * 8 / r["spacing_us"], rel=0.05)
+    out = plot_sweep(res, tmp_path / "sweep.png")
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_cli_sweep(sweep_dir, tmp_path):
+    plot = tmp_path / "s.png"
+    r = CliRunner().invoke(cli, ["sweep", str(sweep_dir), str(SCAN_LOG), "-o", str(plot), "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.strip().splitlines()
+    assert lines[0].startswith("capture,spacing_us") and len(lines) == 1 + len(SPACINGS)
+    assert plot.exists()
+    r = CliRunner().invoke(cli, ["sweep", str(sweep_dir), str(UDP_TOOLS / "udpmon_req_scan.txt"), "-o", str(plot)])
+    assert r.exit_code != 0 and "not a udpmon_bw_mon scan" in str(r.exception)
+
+
+def test_sweep_errors(tmp_path):
+    from pcitrace.correlate.sweep import find_captures
+    from pcitrace.errors import PcitraceError
+    with pytest.raises(PcitraceError, match="holds no captures"):
+        find_captures(tmp_path)
+    with pytest.raises(PcitraceError, match="not a directory"):
+        find_captures(tmp_path / "nope")
