@@ -236,7 +236,10 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
                                         link_bps=sc.link.rate_gbps * 1e9))
     for f in model.frames:
         a, z = int(to_sample(f.start_ps)), int(to_sample(f.end_ps))
-        probed = f.link in directions
+        probed = f.link in directions and a < nsamples
+        truncated = z >= nsamples
+        if truncated:
+            z = nsamples - 1            # as the decoders report it: the last sample's time
         st = f.start_ps + 7 * byte_ps
         frames_out.append({
             "link": f.link, "kind": f.kind, "seq": f.seq, "frame_bytes": f.frame_bytes,
@@ -245,7 +248,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
             "start_ps": int(sample_ps(a)), "end_ps": int(sample_ps(z)),
             "wire_time_ps": int(sample_ps(z) - sample_ps(a)),
             "sof_ps": int(sample_ps(to_sample(st))) if sc.link.sof else -1,
-            "truncated": bool(z >= nsamples),
+            "truncated": truncated,
         })
 
     # -- records, sorted as the decoders give them -------------------------------------------

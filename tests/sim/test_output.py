@@ -93,6 +93,9 @@ def test_probe_frames_and_wire_time():
     for f in frames:
         # preamble + 1446-byte frame at 8 ns per byte
         assert f["wire_end_ps"] - f["wire_start_ps"] == (8 + 1446) * 8000
+        if f["truncated"]:
+            assert f["end_ps"] == r.truth["duration_ps"] // r.truth["sample_period_ps"] * r.truth["sample_period_ps"] - r.truth["sample_period_ps"]
+            continue
         assert abs(f["wire_time_ps"] - (8 + 1446) * 8000) <= r.truth["sample_period_ps"]
         assert f["start_ps"] <= f["sof_ps"] < f["end_ps"]
     gaps = np.diff([f["wire_start_ps"] for f in frames])
@@ -225,3 +228,23 @@ def test_sample_period_divides_a_second_and_every_half_clock():
     assert sample_period_ps([30000]) == 5000
     assert sample_period_ps([7500]) == 1250
     assert sample_period_ps([30000, 15000]) == 2500
+
+
+@pytest.mark.parametrize("mode", ["timing", "state"])
+def test_probe_twin_engine_reads_the_truth_frames(mode):
+    from pcitrace.decode.probe import decode_probe_chunks
+
+    r = sim(mode=mode, duration_us=150)
+    cap = r.capture
+    sig = cap.read(["a_to_b.FRAME_PRESENT", "a_to_b.SOF"])
+    frames = decode_probe_chunks([(0, cap.times_ps(), {"frame_present": sig["a_to_b.FRAME_PRESENT"],
+                                                       "sof": sig["a_to_b.SOF"]})], link="a_to_b")
+    want = [f for f in r.truth["frames"] if f["link"] == "a_to_b"]
+    assert len(frames) == len(want) > 5
+    for got, f in zip(frames, want):
+        assert (int(got["start_ps"]), int(got["end_ps"]), int(got["sof_ps"])) == (f["start_ps"], f["end_ps"], f["sof_ps"])
+        assert bool(got["truncated"]) == f["truncated"]
+        if not f["truncated"]:
+            # estimated from the sampled wire time: within one sample period's worth of bytes
+            tol = 1 + r.truth["sample_period_ps"] // 8000
+            assert abs(int(got["frame_bytes"]) - f["frame_bytes"]) <= tol
