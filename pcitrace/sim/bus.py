@@ -43,7 +43,8 @@ MASTER_ABORT_CLOCKS = 5
 
 # Per-clock state codes.  Columns: FRAME# IRDY# TRDY# STOP# levels, and whether DEVSEL# is
 # forced deasserted (target abort / split response signalling).
-IDLE, HEAD, TWAIT, TWAIT_L, DATA, DATA_L, DSTOP, DSTOP_L, STOP, STOP_L, ABORT, ABORT_L, SPLIT_L = range(13)
+(IDLE, HEAD, TWAIT, TWAIT_L, DATA, DATA_L, DSTOP, DSTOP_L, STOP, STOP_L, ABORT, ABORT_L, SPLIT_L,
+ EARLY_DSTOP, EARLY_STOP) = range(15)
 _CODE_TABLE = np.array([
     # F  I  T  S  nodevsel
     [1, 1, 1, 1, 1],   # IDLE
@@ -59,6 +60,8 @@ _CODE_TABLE = np.array([
     [0, 0, 1, 0, 1],   # ABORT: target abort (DEVSEL# released with STOP#)
     [1, 0, 1, 0, 1],   # ABORT_L
     [1, 0, 0, 1, 1],   # SPLIT_L: PCI-X split response (TRDY# with DEVSEL# released, no STOP#)
+    [0, 1, 0, 0, 0],   # EARLY_DSTOP: TRDY#+STOP# while the initiator still waits (disconnect A/B)
+    [0, 1, 1, 0, 0],   # EARLY_STOP: STOP# while the initiator still waits (retry / disconnect C)
 ], dtype=np.uint8)
 _F, _I, _T, _S = (np.ascontiguousarray(_CODE_TABLE[:, k]) for k in range(4))
 _NODEV = _CODE_TABLE[:, 4].astype(bool)
@@ -114,6 +117,9 @@ class TxnSpec:
     read turnaround need, so ``target_waits={0: 0}`` means "as early as the rules allow".
     ``master_done``: FRAME# is already released when the stopping slot starts (the master
     wanted no more phases); default True for normal / split, False for target terminations.
+    ``stop_early``: (conventional PCI, retry / disconnects) the target asserts STOP# (with TRDY#
+    for a disconnect with data) during the last ``stop_early`` initiator wait clocks of the
+    stopping slot; those clocks are termination clocks, not initiator waits.
     ``parity_error``: None, -1 (address phase) or a data phase index whose PAR is inverted.
     ``idle_before``: idle clocks before the address phase; 0 = fast back-to-back.
     """
@@ -131,6 +137,7 @@ class TxnSpec:
     termination: str = "normal"
     master_done: bool | None = None
     stop_phases: int = 2               # disconnect_adb: data phases carrying STOP# up to the ADB
+    stop_early: int = 0                # retry / disconnects: STOP# (+TRDY#) this many clocks before IRDY#
     requester: int = 0                 # PCI-X: bus << 8 | device << 3 | function
     tag: int = 0
     byte_count: int | None = None      # PCI-X burst commands; None = bytes of the data
@@ -234,7 +241,7 @@ class _Shape:
 
 
 def _shape(where: str, pcix: bool, read: bool, term: str, n: int | None, P: int, nhdr: int,
-           iw: dict[int, int], tw: dict[int, int], master_done: bool, q: int) -> _Shape:
+           iw: dict[int, int], tw: dict[int, int], master_done: bool, q: int, stop_early: int = 0) -> _Shape:
     runs: list[tuple[int, int, int, int, int]] = [(HEAD, nhdr, 0, 0, 1)]
     H = nhdr - 1
     cur = H + 1
@@ -287,12 +294,22 @@ def _shape(where: str, pcix: bool, read: bool, term: str, n: int | None, P: int,
                 k = j
                 continue
             src, off = (1, k) if k < P else (2, 0)
-            if w_i:
-                runs.append((HEAD, w_i, src, off, 0))
+            early = 0
+            if last and stop_early and term in ("disconnect_with_data", "retry", "disconnect_without_data"):
+                # The target signals the stop while IRDY# is still deasserted; the stop cannot
+                # come before DEVSEL# (nor TRDY# before the read turnaround).
+                early = min(stop_early, w_i, max(0, cur + w_i - min_first) if k == 0 else w_i)
+                if early:
+                    w_t = 0           # TRDY#/STOP# are already out: no target wait after IRDY#
+            if w_i - early:
+                runs.append((HEAD, w_i - early, src, off, 0))
+            if early:
+                runs.append((EARLY_DSTOP if k < P else EARLY_STOP, early, src, off, 0))
+                master_done = True    # FRAME# goes with IRDY# once STOP# has been seen
             if w_t:
                 runs.append((TWAIT_L if (last and master_done) else TWAIT, w_t, src, off, 0))
             cur += w_i + w_t
-            tot_iw += w_i
+            tot_iw += w_i - early
             tot_tw += w_t
             extra = None
             if k < P:
@@ -423,7 +440,7 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         iw = s.initiator_waits
         tw = s.target_waits
         key = (read, term, n, P, nhdr, _wait_key(iw) if iw else (), _wait_key(tw) if tw else (),
-               s.master_done, s.stop_phases)
+               s.master_done, s.stop_phases, s.stop_early)
         si = shapes.get(key)
         if si is None:
             si = len(shape_list)
@@ -789,7 +806,11 @@ def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int
         master_done = True
     else:
         master_done = bool(s.master_done)
-    shp = _shape(where, pcix, read, term, n, P, nhdr, iw, tw, master_done, q)
+    stop_early = max(0, int(s.stop_early))
+    if stop_early and pcix:
+        raise PcitraceError(f"{where}: stop_early needs initiator wait states, which PCI-X has not",
+                            fix="drop stop_early in PCI-X mode")
+    shp = _shape(where, pcix, read, term, n, P, nhdr, iw, tw, master_done, q, stop_early)
     # What the record says about this kind of transaction.
     dv = n
     shp.rec_iwaits = shp.iwaits

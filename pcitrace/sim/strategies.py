@@ -108,6 +108,14 @@ def txn_specs(draw, *, mode: str = "pci", width: int = 32, masters: int = 1, pre
         # keep the initial latency legal (<= 16 clocks to the first data phase)
         if iw.get(0, 0) + tw.get(0, 0) > 10:
             tw[0] = 0
+    stop_early = 0
+    if not pcix and term in ("retry", "disconnect_with_data", "disconnect_without_data") and draw(st.booleans()):
+        # the target stops while the initiator is still waiting (STOP# before IRDY#)
+        final = slots - 1
+        iw[final] = max(iw.get(final, 0), draw(st.integers(1, 3)))
+        stop_early = draw(st.integers(1, iw[final]))
+        if iw.get(0, 0) + tw.get(0, 0) > 10:
+            iw[0] = 3
     devsel = "none" if term == "master_abort" else draw(st.sampled_from(
         ["fast", "fast", "medium", "slow", "subtractive"]))
     master_done = draw(st.booleans()) if term in ("retry", "disconnect_with_data", "disconnect_without_data",
@@ -130,7 +138,8 @@ def txn_specs(draw, *, mode: str = "pci", width: int = 32, masters: int = 1, pre
                   byte_count=bc, relaxed_ordering=draw(st.booleans()), no_snoop=draw(st.booleans()))
     return TxnSpec(command=cmd, address=address, data=data, byte_enables=be, dac=dac, req64=wide,
                    ack64=ack64, devsel=devsel, initiator_waits=iw, target_waits=tw, termination=term,
-                   master_done=master_done, stop_phases=draw(st.integers(1, 3)), idle_before=idle,
+                   master_done=master_done, stop_phases=draw(st.integers(1, 3)), stop_early=stop_early,
+                   idle_before=idle,
                    master=master, **kw)
 
 

@@ -147,6 +147,25 @@ def test_disconnects():
     assert_truth_matches_oracle(without)
 
 
+def test_stop_while_the_initiator_waits():
+    rb = render([TxnSpec(0x7, 0x0, [1, 2], termination="disconnect_with_data", initiator_waits={1: 3},
+                         stop_early=2)])
+    # data 0 at 3; IRDY# off 4..6, TRDY#+STOP# from 5; the last data moves at 7 with FRAME# released
+    assert wave(rb, "irdy_n") == "1110111011"
+    assert wave(rb, "trdy_n") == "1110100011"
+    assert wave(rb, "stop_n") == "1111100011"
+    assert wave(rb, "frame_n") == "1100000111"
+    r = rb.records[0]
+    assert (r["termination"], r["initiator_waits"], r["data_phases"]) == ("disconnect_with_data", 1, 2)
+    retry = render([TxnSpec(0x6, 0x0, [], termination="retry", initiator_waits={0: 3}, stop_early=5)])
+    # STOP# from the first clock DEVSEL# allows (all three initiator waits), then IRDY# + FRAME# off
+    assert wave(retry, "stop_n") == "111000011"
+    assert wave(retry, "frame_n") == "110000111"
+    assert retry.records["initiator_waits"][0] == 0 and retry.records["termination"][0] == "retry"
+    assert_truth_matches_oracle(rb)
+    assert_truth_matches_oracle(retry)
+
+
 def test_target_abort_releases_devsel_with_stop():
     rb = render([TxnSpec(0x7, 0x0, [], termination="target_abort", devsel="medium")])
     # DEVSEL# at H+2 = 4, abort at 5 (DEVSEL# released, STOP# asserted), FRAME# released at 6

@@ -80,6 +80,8 @@ def _features(specs, mode):
             out.add("fast back-to-back")
         if s.byte_enables is not None:
             out.add("byte enables")
+        if s.stop_early:
+            out.add(("stop early", s.termination))
         if s.termination == "split_response" and nxt is not None and nxt.command == 0xC and nxt.tag == s.tag:
             out.add("split completion")
     return out
@@ -107,6 +109,7 @@ def test_pci_activity_covers_every_feature():
     want |= {("master", m) for m in range(3)}
     want |= {"64-bit burst", "64-bit refused", "dac", "forced dac", "initiator waits", "later target waits",
              "fast back-to-back", "byte enables"}
+    want |= {("stop early", t) for t in ("retry", "disconnect_with_data", "disconnect_without_data")}
     assert want <= seen, sorted(map(str, want - seen))
 
 
