@@ -170,10 +170,11 @@ def clock_stats(capture: Capture, channel: str, *, chunk_samples: int = 1 << 20)
 
 
 def edge_summary(capture: Capture, names: list[str] | None = None, *, keep: int = 1 << 16,
-                 chunk_samples: int = 1 << 20) -> dict[str, tuple[int, np.ndarray, int | None]]:
+                 chunk_samples: int = 1 << 20, stop: int | None = None
+                 ) -> dict[str, tuple[int, np.ndarray, int | None]]:
     """Per 1-bit channel: (rising edges, times of the first ``keep`` edges, last edge time).
 
-    One streamed pass over the capture for all channels (VCD: from the change lists).
+    One streamed pass over samples [0, stop) for all channels (VCD: the change lists).
     """
     if names is None:
         names = [c.name for c in capture.channels if c.width == 1]
@@ -190,7 +191,7 @@ def edge_summary(capture: Capture, names: list[str] | None = None, *, keep: int 
     kept = dict.fromkeys(names, 0)
     last: dict[str, int | None] = dict.fromkeys(names)
     prev: dict[str, int] = {}
-    for ch in capture.iter_chunks(names, chunk_samples=chunk_samples):
+    for ch in capture.iter_chunks(names, stop=stop, chunk_samples=chunk_samples):
         for n in names:
             c = ch.data[n]
             if len(c) == 0:
@@ -215,21 +216,33 @@ def edge_summary(capture: Capture, names: list[str] | None = None, *, keep: int 
 
 
 def find_clocks(capture: Capture, *, min_edges: int = 16, max_channels: int = 256,
-                min_hz: float = 1e6) -> list[ClockStats]:
+                min_hz: float = 1e6, probe_samples: int = 1 << 20) -> list[ClockStats]:
     """1-bit channels that look like clocks: many rising edges at a steady period.
 
     A channel counts when at least 90% of its rising-edge periods are within 5% of the
     median, its edges fill the time between its first and last edge at that period, and
     they cover at least half the capture; data lines toggle irregularly or in bursts.
     Below ``min_hz`` a steady line is a periodic event (a packet stream's frame line, a
-    polled REQ#), not a bus or link clock.
+    polled REQ#), not a bus or link clock. Sampled captures longer than ``probe_samples``
+    are judged on their first ``probe_samples``; only the candidates are then counted in full.
     """
     if capture.timebase.mode == "state":
         return []
     names = [c.name for c in capture.channels if c.width == 1][:max_channels]
-    duration = capture.duration_ps
+    if hasattr(capture, "change_times") or capture.num_samples <= probe_samples:
+        return _steady(edge_summary(capture, names), capture.duration_ps, min_edges, min_hz)
+    # a long sampled capture: judge regularity on its start, then count only the candidates
+    window = capture.timebase.time_ps(probe_samples) - capture.timebase.time_ps(0)
+    cands = _steady(edge_summary(capture, names, stop=probe_samples), window, min_edges, min_hz)
+    if not cands:
+        return []
+    full = edge_summary(capture, [c.channel for c in cands])
+    return _steady(full, capture.duration_ps, min_edges, min_hz)
+
+
+def _steady(summary, duration: int, min_edges: int, min_hz: float) -> list[ClockStats]:
     out = []
-    for n, (count, times, last) in edge_summary(capture, names).items():
+    for n, (count, times, last) in summary.items():
         if count < min_edges or len(times) < 2:
             continue
         d = np.diff(times)

@@ -131,3 +131,18 @@ def test_sigrok_written_vcd_resamples_to_its_sr(tmp_path, sigrok_cli):
     da, dr = a.read(), r.read()
     for k in da:
         assert np.array_equal(da[k], dr[k]), k
+
+
+def test_find_clocks_on_a_long_capture_probes_its_start(tmp_path):
+    n = 5000
+    rng = np.random.default_rng(1)
+    cap = Capture.from_arrays({"CLK": np.arange(n) % 2, "DATA": rng.integers(0, 2, n),
+                               "LATE": np.r_[np.zeros(3 * n // 4), np.arange(n - 3 * n // 4) % 2]},
+                              TimeBase.timing(100e6))
+    write_sr(cap, tmp_path / "l.sr")
+    sr = open_capture(tmp_path / "l.sr")
+    whole = {c.channel: c for c in find_clocks(sr)}
+    probed = {c.channel: c for c in find_clocks(sr, probe_samples=1000)}
+    assert set(whole) == set(probed) == {"CLK"}
+    assert probed["CLK"].rising_edges == whole["CLK"].rising_edges == 2500
+    assert probed["CLK"].last_ps == whole["CLK"].last_ps
