@@ -147,6 +147,8 @@ def plot_sweep(result: SweepResult, out: str | Path, *, title: str | None = None
     ys = [r.throughput_mbit for r in result.rows]
     ax1.plot(xs, ys, "s--", color="tab:orange", label="throughput on the PCI bus (captures)")
     ax1.set_ylabel("Mbit/s")
+    top = np.nanmax(np.r_[wire, np.array(ys, float), 1.0])
+    ax1.set_ylim(0, top * 1.35)  # from zero, with room for the legend above the curves
     ax1.grid(True, alpha=0.3)
     ax1b = ax1.twinx()
     ax1b.bar(sp[order], lost[order], width=0.6, alpha=0.2, color="tab:red", label="% lost (scan)")
@@ -154,7 +156,7 @@ def plot_sweep(result: SweepResult, out: str | Path, *, title: str | None = None
     ax1b.set_ylim(0, 100)
     h1, l1 = ax1.get_legend_handles_labels()
     h2, l2 = ax1b.get_legend_handles_labels()
-    ax1.legend(h1 + h2, l1 + l2, loc="lower right", fontsize=8)
+    ax1.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
     buses = sorted({b for r in result.rows for b in r.occupancy})
     for b in buses:
         pts = [(r.spacing_us, 100 * r.occupancy[b]) for r in result.rows
