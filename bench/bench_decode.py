@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import sys
@@ -37,9 +38,10 @@ NAMES = {"frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "S
          "ack64_n": "ACK64#"}
 
 
-def nic_traffic(n_txns: int = 3000, seed: int = 1) -> dict[str, np.ndarray]:
+def nic_traffic(n_txns: int = 3000, seed: int = 1, spacing: int = 0) -> dict[str, np.ndarray]:
     """Per-clock signals of a 64-bit bus carrying CSR writes/reads, DMA read bursts with
-    target waits and disconnects, descriptor write-backs and retries (about 60 % busy)."""
+    target waits and disconnects, descriptor write-backs and retries (about 90 % busy;
+    ``spacing`` idle clocks on average more before each transaction make it quieter)."""
     rng = np.random.default_rng(seed)
     specs = []
     for i in range(n_txns):
@@ -60,6 +62,9 @@ def nic_traffic(n_txns: int = 3000, seed: int = 1) -> dict[str, np.ndarray]:
                                  rng.integers(0, 2**32, 4).tolist(), devsel="fast", idle_before=2))
         else:              # a retried read
             specs.append(TxnSpec(0x6, 0x1F000000, [], devsel="fast", termination="retry", idle_before=3))
+    if spacing:
+        extra = rng.integers(0, 2 * spacing + 1, len(specs))
+        specs = [dataclasses.replace(sp, idle_before=sp.idle_before + int(x)) for sp, x in zip(specs, extra)]
     rb = render(specs, mode="pci", width=64, clock_hz=CLOCK_HZ, bus="pci", masters=("nic", "host"),
                 gnt_master=0, with_ad=True)
     return {k: v for k, v in rb.signals.items() if k in FULL}

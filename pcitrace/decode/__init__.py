@@ -62,13 +62,32 @@ def _clock_hz(bus, times_first: np.ndarray | None, clocks: int, start: int, end:
     return None
 
 
+class _Grow:
+    """An array that grows in place (ndarray.resize -> realloc, which moves large blocks by
+    remapping pages): collecting a long capture's records costs their size once, not twice
+    as a list of chunks plus their concatenation would."""
+
+    def __init__(self, dtype):
+        self.array = np.zeros(0, dtype)
+
+    def add(self, part: np.ndarray) -> None:
+        if not len(part):
+            return
+        n = len(self.array)
+        if n == 0:
+            self.array = part.copy()
+            return
+        self.array.resize(n + len(part), refcheck=False)
+        self.array[n:] = part
+
+
 def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
                profile_name: str = "profile", progress: Callable[[int], None] | None = None):
     """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
     from pcitrace.capture.profile import bus_clocks
     from pcitrace.decode.engine import decode_clocks
 
-    recs, words, finds = [], [], []
+    recs, words, finds = _Grow(RECORD_DTYPE), _Grow(WORD_DTYPE), _Grow(FINDING_DTYPE)
     carry = None
     clocks = 0
     start_ps = end_ps = 0
@@ -89,17 +108,17 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
         r, w, f, carry = decode_clocks(ch.sig, ch.times_ps, mode=bus.mode, width=bus.width,
                                        bus=bus.name, carry=carry, final=False, ad_bits=ad_bits,
                                        cbe_bits=cbe_bits)
-        recs.append(r), words.append(w), finds.append(f)
+        recs.add(r), words.add(w), finds.add(f)
         if progress is not None:
             progress(len(ch))
     if carry is not None:
         r, w, f, carry = decode_clocks(empty_sig, np.zeros(0, np.int64), mode=bus.mode,
                                        width=bus.width, bus=bus.name, carry=carry, final=True,
                                        ad_bits=ad_bits, cbe_bits=cbe_bits)
-        recs.append(r), words.append(w), finds.append(f)
+        recs.add(r), words.add(w), finds.add(f)
     summary = BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
                          _clock_hz(bus, first_times, clocks, start_ps, end_ps), clocks, start_ps, end_ps)
-    return (_cat(recs, RECORD_DTYPE), _cat(words, WORD_DTYPE), _cat(finds, FINDING_DTYPE), summary)
+    return recs.array, words.array, finds.array, summary
 
 
 def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:

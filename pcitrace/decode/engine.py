@@ -2,10 +2,12 @@
 
 Input is one array per canonical signal with one entry per bus clock (what
 ``pcitrace.capture.profile.bus_clocks`` yields): 1-bit signals as uint8 electrical levels,
-``ad`` / ``cbe_n`` as uint64. Nothing here loops over clocks: address phases are the FRAME#
-edges found with ``np.flatnonzero``, each transaction's end is the next idle-or-address clock
-found with ``np.searchsorted``, and every per-transaction count (data phases, bytes, waits,
-parity) is a difference of cumulative sums taken at the transaction's bounds.
+``ad`` / ``cbe_n`` as uint64. Nothing here loops over clocks. The five control lines are packed
+into one code per clock and the clocks into *runs* of one code (a 64-phase burst is one run);
+address phases are FRAME# edges between runs, each transaction's end is the next idle-or-address
+run (``np.searchsorted``), and every per-transaction count (data phases, waits, termination
+clocks) is a difference of per-run prefix sums taken at the transaction's bounds. Only AD and
+C/BE# (data words, bytes, parity) are looked at clock by clock, on the data phases alone.
 
 Streaming: :func:`decode_clocks` takes one chunk and a :class:`Carry`; the transaction still
 open at the end of a chunk (and the clock before it, which start detection and ``gnt`` need)
@@ -16,7 +18,7 @@ is carried and decoded again, complete, with the next chunk. The last call passe
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -581,21 +583,3 @@ def _parity_findings(findings, hdr, wbad32, wbad64, s, sec, at, w_idx, w_txn, ex
         xs.append(w_idx[k])
         msgs.append(f"{which} parity error on data phase {k - excl[t] + 1} of {where_txt([t])[0]}")
     findings.add(times[np.asarray(xs, np.int64)], "parity_error", msgs)
-
-
-def decode_stream(chunks: Iterable, *, mode: str = "pci", width: int = 32,
-                  bus: str = "pci") -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Decode an iterable of chunks (objects with ``times_ps`` and ``sig``, e.g. BusChunk),
-    yielding (records, words, findings) per chunk; the last yield flushes the open transaction."""
-    carry = None
-    sig0 = None
-    for ch in chunks:
-        sig0 = ch.sig
-        rec, words, fnd, carry = decode_clocks(ch.sig, ch.times_ps, mode=mode, width=width, bus=bus,
-                                              carry=carry, final=False)
-        yield rec, words, fnd
-    if carry is not None:
-        empty = {k: np.asarray(v)[:0] for k, v in sig0.items()}
-        rec, words, fnd, carry = decode_clocks(empty, np.zeros(0, np.int64), mode=mode, width=width,
-                                              bus=bus, carry=carry, final=True)
-        yield rec, words, fnd

@@ -1,0 +1,86 @@
+"""Peak RSS and time of the fast engine for 1 M, 10 M and 100 M-clock captures.
+
+    .venv/bin/python bench/decode_scaling.py [--sizes 1e6,1e7,1e8] [--full]
+
+Each size runs in its own process (so ru_maxrss is that decode's peak). The capture is a
+streaming state-mode Capture whose chunk source tiles NIC-like traffic on the fly, so the
+input never sits in memory whole: what grows with the size is the decoder's output (records,
+and data words with --full). Prints clocks/s, records and peak RSS, and the 100 M / 10 M RSS
+ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_decode import CLOCK_HZ, CONTROL, FULL, NAMES, nic_traffic  # noqa: E402
+
+
+def streaming_capture(base: dict[str, np.ndarray], n: int):
+    from pcitrace.capture.model import Capture, ChannelInfo, Chunk, TimeBase
+    from pcitrace.capture.profile import BusProfile, Profile
+
+    period = len(base["frame_n"])
+    chans = [ChannelInfo(NAMES[k], 64 if k == "ad" else 8 if k == "cbe_n" else 1) for k in base]
+    by_name = {NAMES[k]: v for k, v in base.items()}
+
+    def source(names, start, stop, chunk):
+        for s in range(start, stop, chunk):
+            e = min(stop, s + chunk)
+            idx = np.arange(s, e) % period
+            yield Chunk(s, {nm: by_name[nm][idx] for nm in names})
+
+    cap = Capture(chans, TimeBase.state(clock_hz=CLOCK_HZ), n, source)
+    prof = Profile([BusProfile("pci", "pci", signals={k: NAMES[k] for k in base}, width=64)], source="bench")
+    return cap, prof
+
+
+def one(n: int, full: bool) -> dict:
+    from pcitrace.decode import decode_capture
+
+    base = nic_traffic(n_txns=1500, seed=2, spacing=40)
+    base = {k: v for k, v in base.items() if k in (FULL if full else CONTROL)}
+    cap, prof = streaming_capture(base, n)
+    t0 = time.perf_counter()
+    res = decode_capture(cap, prof)
+    dt = time.perf_counter() - t0
+    return {"clocks": n, "seconds": dt, "records": len(res.records), "words": len(res.words),
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1e6,1e7,1e8")
+    ap.add_argument("--full", action="store_true", help="64-bit AD + C/BE# + parity (default: control lines)")
+    ap.add_argument("--one", type=float, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(one(int(args.one), args.full)))
+        return 0
+    rows = []
+    for size in (int(float(x)) for x in args.sizes.split(",")):
+        cmd = [sys.executable, __file__, "--one", str(size)] + (["--full"] if args.full else [])
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        rows.append(r)
+        print(f"{r['clocks']:>12,} clocks: {r['clocks'] / r['seconds'] / 1e6:6.1f} M clocks/s, "
+              f"{r['records']:>10,} records, {r['words']:>11,} words, peak RSS {r['rss_mib']:7.0f} MiB",
+              flush=True)
+    by = {r["clocks"]: r for r in rows}
+    if 10_000_000 in by and 100_000_000 in by:
+        print(f"RSS 100 M / 10 M = {by[100_000_000]['rss_mib'] / by[10_000_000]['rss_mib']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
