@@ -50,8 +50,21 @@ def phases(t: Txn) -> int:
     return max(1, -(-(first + t.nbytes) // wb))
 
 
+_CLOCKS: dict[tuple, int] = {}
+
+
 def spec_clocks(t: Txn) -> int:
     """Clocks the renderer draws for ``t``, address phase to the last FRAME#/IRDY# clock."""
+    # Transactions repeat a few shapes (CSR accesses, bursts of a buffer): remember them.
+    key = (t.command, t.pcix, t.termination, t.devsel, t.initial_waits, t.wait_every, t.nbytes,
+           t.width, t.address % (t.width // 8))
+    n = _CLOCKS.get(key)
+    if n is None:
+        n = _CLOCKS[key] = _spec_clocks(t)
+    return n
+
+
+def _spec_clocks(t: Txn) -> int:
     code = _code(t)
     header, first = _first_offset(t, code)
     if t.termination == "retry":
@@ -70,6 +83,13 @@ def _words(t: Txn, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Data words and asserted-low byte enables of the completed phases."""
     wb = t.width // 8
     p = phases(t)
+    off = t.address % wb
+    if p == 1 and t.nbytes and off + t.nbytes <= wb:
+        # one data phase (CSR accesses, short writes): plain ints, no numpy
+        chunk = bytes(t.data[t.data_off:t.data_off + t.nbytes]) if t.data else bytes(t.nbytes)
+        word = int.from_bytes(chunk, "little") << (8 * off)
+        be = (~(((1 << len(chunk)) - 1) << off)) & ((1 << wb) - 1)
+        return [word], [be]
     if cache is not None and t.data and t.address % wb == 0 and t.data_off % wb == 0:
         # Bursts of one buffer share its word array (a view per burst, no copy).
         key = (id(t.data), wb)
@@ -86,7 +106,6 @@ def _words(t: Txn, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
             if rem:
                 be[-1] = (~((1 << rem) - 1)) & ((1 << wb) - 1)
             return words, be
-    off = t.address % wb
     buf = bytearray(p * wb)
     data = t.data[t.data_off:t.data_off + t.nbytes] if t.data else bytes(t.nbytes)
     buf[off:off + len(data)] = data
