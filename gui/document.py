@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from pcitrace.errors import PcitraceError
-from pcitrace.gui.lod import ChangeBuilder, ChangeLOD, IntervalLOD
+from pcitrace.gui.lod import ChangeBuilder, ChangeLOD, IntervalLOD, count_below
 
 # display order and labels of the PCI signals (vectors are drawn as hex bus values)
 PCI_SIGNALS = (
@@ -268,9 +268,11 @@ class Document:
 
         res, an = self.result, self.analysis
         recs = res.records
+        # class per record through its unique terminations (a handful), not a loop per record
+        uniq, inv = np.unique(recs["termination"], return_inverse=True)
         term_class = {t: i for i, t in enumerate(TERMINATIONS)}
-        self.record_class = np.array([term_class.get(str(t), 0) for t in recs["termination"]],
-                                     np.int16) if len(recs) else np.zeros(0, np.int16)
+        self.record_class = np.array([term_class.get(str(t), 0) for t in uniq], np.int16)[inv] \
+            if len(recs) else np.zeros(0, np.int16)
         self.record_end = recs["end_ps"].copy()
         for name in res.buses:
             sel = recs["bus"] == name
@@ -337,7 +339,7 @@ class Document:
         wb = self.word_bytes.get(bus)
         if wb is not None:
             t, cum = wb
-            i0, i1 = np.searchsorted(t, [t0, t1], side="left")
+            i0, i1 = count_below(t, np.array([t0, t1], np.float64))
             return int(cum[i1] - cum[i0])
         rec = self.result.records
         sel = np.flatnonzero(rec["bus"] == bus)

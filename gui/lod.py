@@ -21,6 +21,19 @@ import dataclasses
 import numpy as np
 
 
+def count_below(a: np.ndarray, x, *, inclusive: bool = False):
+    """How many of the sorted int64 ``a`` are < x (or <= x when ``inclusive``), for float x.
+
+    A float query would make numpy convert the whole int64 array to float64 (O(n) per call);
+    rounding the query instead keeps every lookup O(log n)."""
+    x = np.asarray(x, np.float64)
+    if a.dtype.kind in "iu":
+        lim = np.iinfo(np.int64)
+        x = np.clip(np.floor(x) if inclusive else np.ceil(x), lim.min // 2, lim.max // 2).astype(np.int64)
+    r = np.searchsorted(a, x, side="right" if inclusive else "left")
+    return int(r) if np.ndim(r) == 0 else r
+
+
 def pixel_edges(t0: float, t1: float, width: int) -> np.ndarray:
     return np.linspace(float(t0), float(t1), int(width) + 1)
 
@@ -95,7 +108,7 @@ class ChangeLOD:
         return max(len(self.times) - 1, 0)
 
     def value_at(self, t: float):
-        k = int(np.searchsorted(self.times, t, side="right")) - 1
+        k = count_below(self.times, t, inclusive=True) - 1
         return None if k < 0 else self.values[k]
 
     def view(self, t0: float, t1: float, width: int, max_per_pixel: float = 0.34) -> ColumnView:
@@ -106,14 +119,14 @@ class ChangeLOD:
             return ColumnView(True, np.zeros(0, np.int64), self.values[:0], end=t0)
         lo = max(t0, float(self.times[0]))
         hi = min(t1, float(self.end_ps))
-        i0 = int(np.searchsorted(self.times, lo, side="right")) - 1
-        i1 = int(np.searchsorted(self.times, hi, side="left"))
+        i0 = count_below(self.times, lo, inclusive=True) - 1
+        i1 = count_below(self.times, hi)
         if i1 - i0 <= width * max_per_pixel + 1:
             t = self.times[i0:i1].astype(np.float64)
             t[0] = lo
             return ColumnView(True, t, self.values[i0:i1], end=hi)
         edges = pixel_edges(t0, t1, width)
-        k = np.searchsorted(self.times, edges, side="right") - 1
+        k = count_below(self.times, edges, inclusive=True) - 1
         valid = k[:-1] >= 0
         vals = self.values[np.maximum(k[:-1], 0)]
         busy = (k[1:] - k[:-1]) > 0
@@ -158,8 +171,8 @@ class IntervalLOD:
         """(level, starts, ends, classes, indices) of what touches [t0, t1); ``indices`` are
         the caller's indices at level 0, None above it (merged blocks have no one index)."""
         s, e, emax, c = self.levels[0]
-        i0 = int(np.searchsorted(emax, t0, side="left"))
-        i1 = int(np.searchsorted(s, t1, side="left"))
+        i0 = count_below(emax, t0)
+        i1 = count_below(s, t1)
         n = i1 - i0
         if n <= 0:
             z = s[:0]
@@ -172,8 +185,8 @@ class IntervalLOD:
         if level == 0:
             return 0, s[i0:i1], e[i0:i1], c[i0:i1], self.order[i0:i1]
         s, e, emax, c = self.levels[level]
-        j0 = int(np.searchsorted(emax, t0, side="left"))
-        j1 = int(np.searchsorted(s, t1, side="left"))
+        j0 = count_below(emax, t0)
+        j1 = count_below(s, t1)
         return level, s[j0:j1], e[j0:j1], c[j0:j1], None
 
     def at(self, t: float, tolerance: float = 0.0) -> int | None:
@@ -181,8 +194,8 @@ class IntervalLOD:
         s, e, emax, _ = self.levels[0]
         if len(s) == 0:
             return None
-        i1 = int(np.searchsorted(s, t + tolerance, side="right"))
-        i0 = int(np.searchsorted(emax, t - tolerance, side="left"))
+        i1 = count_below(s, t + tolerance, inclusive=True)
+        i0 = count_below(emax, t - tolerance)
         best, dist = None, None
         for i in range(max(i0, i1 - 64, 0), min(i1, len(s))):
             d = 0.0 if s[i] <= t <= e[i] else min(abs(t - s[i]), abs(t - e[i]))

@@ -166,6 +166,8 @@ class TransactionPanel(QtWidgets.QWidget):
         self.view.verticalHeader().setDefaultSectionSize(20)
         self.view.setAlternatingRowColors(True)
         self.view.horizontalHeader().setStretchLastSection(True)
+        # column widths from the first rows only: a million-row table sizes instantly
+        self.view.horizontalHeader().setResizeContentsPrecision(200)
         self.view.clicked.connect(self._clicked)
         self.view.activated.connect(self._clicked)
         self._select_guard = False

@@ -13,7 +13,7 @@ import pyqtgraph as pg
 from PyQt5 import QtCore, QtGui, QtWidgets
 
 from pcitrace.gui import document as D
-from pcitrace.gui.lod import busy_fraction
+from pcitrace.gui.lod import busy_fraction, count_below
 
 US = 1e6            # ps per x unit
 BG = "#ffffff"
@@ -24,6 +24,8 @@ GRID = QtGui.QColor("#e0e0e0")
 VEC_FILL = QtGui.QColor("#e8f5e9")
 ACTIVITY = QtGui.QColor("#66bb6a")
 SELECT = QtGui.QColor("#000000")
+LINE_RGBA = np.array([LINE.red(), LINE.green(), LINE.blue(), 255], np.uint8)
+ACTIVITY_RGBA = np.array([ACTIVITY.red(), ACTIVITY.green(), ACTIVITY.blue(), 255], np.uint8)
 LINK = QtGui.QColor("#00695c")
 
 
@@ -96,10 +98,9 @@ class RowsItem(pg.GraphicsObject):
             p.setPen(QtGui.QPen(GRID, 1))
             p.drawLine(QtCore.QPointF(dx0, ybot - 0.5), QtCore.QPointF(dx0 + width, ybot - 0.5))
             y0, y1 = ytop + 3, ybot - 3
-            try:
-                getattr(self, "_paint_" + row.kind)(ctx, row, y0, y1)
-            except AttributeError:
-                pass
+            fn = getattr(self, "_paint_" + row.kind, None)
+            if fn is not None:
+                fn(ctx, row, y0, y1)
         self._paint_links(ctx, ys)
         self.last_paint_s = time.perf_counter() - t_start
 
@@ -124,13 +125,13 @@ class RowsItem(pg.GraphicsObject):
                 segs[n:, 3] = ylev[1:]
             self._draw_segments(p, segs, LINE)
             return
-        cols = np.arange(c.width, dtype=np.float64) + c.dx0
-        yl = np.where(v.values.astype(bool), y0, y1)
-        quiet = ~v.busy
-        segs_q = np.column_stack([cols[quiet], yl[quiet], cols[quiet] + 1, yl[quiet]])
-        b = v.busy
-        segs_b = np.column_stack([cols[b] + 0.5, np.full(b.sum(), y0), cols[b] + 0.5, np.full(b.sum(), y1)])
-        self._draw_segments(p, np.vstack([segs_q, segs_b]), LINE)
+        # zoomed out: one image row per pixel column (level, or a full bar where it toggles)
+        h = max(int(round(y1 - y0)) + 1, 2)
+        img = np.zeros((h, c.width, 4), np.uint8)
+        quiet = np.flatnonzero(~v.busy)
+        img[np.where(v.values[quiet].astype(bool), 0, h - 1), quiet] = LINE_RGBA
+        img[:, v.busy] = LINE_RGBA
+        self._blit(c, y0, img)
 
     def _paint_vector(self, c: "_Ctx", row, y0, y1):
         v = row.lod.view(c.t0, c.t1, c.width, max_per_pixel=0.2)
@@ -169,42 +170,30 @@ class RowsItem(pg.GraphicsObject):
                 p.drawText(QtCore.QRectF(vis_a, y0, vis_b - vis_a, y1 - y0), QtCore.Qt.AlignCenter, text)
             return
         # zoomed out: activity band where values change, two rails where they hold
-        busy = v.busy
-        cols = np.arange(c.width, dtype=np.float64) + c.dx0
-        p.setPen(QtCore.Qt.NoPen)
-        for a, b in _runs(busy):
-            p.fillRect(QtCore.QRectF(cols[a], y0, b - a, y1 - y0), ACTIVITY)
-        q = ~busy
-        segs = np.vstack([np.column_stack([cols[q], np.full(q.sum(), y0), cols[q] + 1, np.full(q.sum(), y0)]),
-                          np.column_stack([cols[q], np.full(q.sum(), y1), cols[q] + 1, np.full(q.sum(), y1)])])
-        self._draw_segments(p, segs, LINE)
+        h = max(int(round(y1 - y0)) + 1, 2)
+        img = np.zeros((h, c.width, 4), np.uint8)
+        q = ~v.busy
+        img[0, q] = LINE_RGBA
+        img[h - 1, q] = LINE_RGBA
+        img[:, v.busy] = ACTIVITY_RGBA
+        self._blit(c, y0, img)
 
     # -- decoded and analysis rows ----------------------------------------------------------
     def _paint_intervals(self, c: "_Ctx", row, y0, y1, label_fn=None, min_w=1.0):
         level, s, e, cls, idx = row.lod.view(c.t0, c.t1, c.width)
-        if len(s) == 0:
-            return
-        p = c.p
-        pal = self.palettes[row.kind]
-        xa = np.maximum(c.x(s), c.dx0 - 2)
-        xb = np.minimum(np.maximum(c.x(e), xa + min_w), c.dx0 + c.width + 2)
-        p.setPen(QtCore.Qt.NoPen)
-        for k in np.unique(cls):
-            col = pal[min(int(k), len(pal) - 1)]
-            m = cls == k
-            for a, b in zip(xa[m], xb[m]):
-                p.fillRect(QtCore.QRectF(a, y0, b - a, y1 - y0), col)
-        sel = self.tl.selected_record if row.kind == "txn" else None
-        if level == 0 and idx is not None:
-            if sel is not None:
-                hit = np.flatnonzero(idx == sel)
-                if len(hit):
-                    i = hit[0]
-                    p.setPen(QtGui.QPen(SELECT, 2))
-                    p.drawRect(QtCore.QRectF(xa[i] - 1, y0 - 2, xb[i] - xa[i] + 2, y1 - y0 + 4))
-            if label_fn is not None:
-                wide = np.flatnonzero(xb - xa > self.char_w * 4 + 6)
-                if len(wide) <= 400:
+        if len(s) > 0:
+            pal = self.palettes[row.kind]
+            xa = np.maximum(c.x(s), c.dx0 - 2)
+            xb = np.minimum(np.maximum(c.x(e), xa + min_w), c.dx0 + c.width + 2)
+            if level > 0 or len(s) > c.width // 3:
+                self._interval_image(c, row, y0, y1, xa, xb, cls, pal)
+            else:
+                p = c.p
+                p.setPen(QtCore.Qt.NoPen)
+                for a, b, k in zip(xa, xb, cls):
+                    p.fillRect(QtCore.QRectF(a, y0, b - a, y1 - y0), pal[min(int(k), len(pal) - 1)])
+                if label_fn is not None:
+                    wide = np.flatnonzero(xb - xa > self.char_w * 4 + 6)
                     p.setFont(self.font)
                     p.setPen(QtGui.QColor("#ffffff"))
                     for i in wide:
@@ -213,6 +202,37 @@ class RowsItem(pg.GraphicsObject):
                         if text:
                             p.drawText(QtCore.QRectF(xa[i] + 3, y0, w - 6, y1 - y0),
                                        QtCore.Qt.AlignVCenter | QtCore.Qt.AlignLeft, text)
+        sel = self.tl.selected_record
+        doc = self.tl.doc
+        if row.kind == "txn" and sel is not None and str(doc.result.records["bus"][sel]) == row.group:
+            a = max(c.x(np.array([doc.result.records["start_ps"][sel]]))[0], c.dx0 - 4)
+            b = min(c.x(np.array([doc.record_end[sel]]))[0], c.dx0 + c.width + 4)
+            if b >= c.dx0 - 4 and a <= c.dx0 + c.width + 4:
+                c.p.setPen(QtGui.QPen(SELECT, 2))
+                c.p.setBrush(QtCore.Qt.NoBrush)
+                c.p.drawRect(QtCore.QRectF(a - 1, y0 - 2, max(b - a, 1) + 2, y1 - y0 + 4))
+
+    def _interval_image(self, c, row, y0, y1, xa, xb, cls, pal):
+        """Many intervals: per pixel column the most severe class covering it, one image."""
+        w = c.width
+        pa = np.clip(np.floor(xa - c.dx0).astype(np.int64), 0, w - 1)
+        pb = np.clip(np.ceil(xb - c.dx0).astype(np.int64), pa + 1, w)
+        best = np.full(w, -1, np.int64)
+        for k in np.unique(cls):
+            m = cls == k
+            d = np.bincount(pa[m], minlength=w + 1) - np.bincount(pb[m], minlength=w + 1)
+            cover = np.cumsum(d[:w]) > 0
+            best[cover] = np.maximum(best[cover], int(k))
+        rgba = np.array([[q.red(), q.green(), q.blue(), 255] for q in pal] + [[0, 0, 0, 0]], np.uint8)
+        line = rgba[np.where(best < 0, len(pal), np.minimum(best, len(pal) - 1))]
+        h = max(int(round(y1 - y0)), 1)
+        self._blit(c, y0, np.repeat(line[None, :, :], h, axis=0))
+
+    @staticmethod
+    def _blit(c, y0, img: np.ndarray):
+        img = np.ascontiguousarray(img)
+        q = QtGui.QImage(img.data, img.shape[1], img.shape[0], img.shape[1] * 4, QtGui.QImage.Format_RGBA8888)
+        c.p.drawImage(QtCore.QPointF(c.dx0, y0), q)
 
     def _fit(self, texts, w):
         for t in texts:
@@ -238,7 +258,7 @@ class RowsItem(pg.GraphicsObject):
         wb = getattr(doc, "word_bytes", {}).get(row.group)
         if wb is not None:
             t = wb[0]
-            i0, i1 = np.searchsorted(t, [c.t0, c.t1])
+            i0, i1 = count_below(t, np.array([c.t0, c.t1]))
             if 0 < i1 - i0 <= c.width // 5:
                 xs = c.x(t[i0:i1])
                 segs = np.column_stack([xs, np.full(len(xs), y1 - 5), xs, np.full(len(xs), y1)])
@@ -338,8 +358,7 @@ class RowsItem(pg.GraphicsObject):
             if len(arr) == 0:
                 continue
             ws = arr["wire_start_ps"]
-            i0 = int(np.searchsorted(ws, c.t0 - 50e6))
-            i1 = int(np.searchsorted(ws, c.t1 + 50e6))
+            i0, i1 = count_below(ws, np.array([c.t0 - 50e6, c.t1 + 50e6]))
             if i1 - i0 > c.width // 60:
                 continue
             sy = centre.get(f"{ch.send_bus}/#dma") if ch.send_bus else None

@@ -567,29 +567,38 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # -- search ----------------------------------------------------------------------------
     def _build_search_index(self):
+        """Searchable text of the records, built on the first search: one small table of the
+        distinct bus / command / termination / DEVSEL# texts, addresses as hex on demand."""
+        self.search_index = None
+
+    def _matches(self, word: str) -> np.ndarray:
         rec = self.doc.result.records
-        if len(rec) == 0:
-            self.search_index = np.zeros(0, "U8")
-            return
-        short = np.array([D.short_command(c) for c in rec["command"].tolist()])
-        addr = np.char.mod("%08x", rec["address"].astype(np.int64) & 0xFFFFFFFFFFFF)
-        parts = [rec["bus"], rec["command"], short, addr, rec["termination"], rec["devsel"]]
-        text = parts[0]
-        for p in parts[1:]:
-            text = np.char.add(np.char.add(text, " "), p)
-        self.search_index = np.char.lower(text)
+        m = np.zeros(len(rec), bool)
+        for field in ("bus", "command", "termination", "devsel"):
+            uniq, inv = np.unique(rec[field], return_inverse=True)
+            texts = [str(u).lower() for u in uniq]
+            if field == "command":
+                texts = [t + " " + D.short_command(t).lower() for t in texts]
+            hit = np.array([word in t for t in texts], bool)
+            if hit.any():
+                m |= hit[inv]
+        if all(ch in "0123456789abcdef" for ch in word):
+            if self.search_index is None:
+                self.search_index = np.char.mod("%08x", rec["address"].astype(np.int64) & 0xFFFFFFFFFFFF)
+            m |= np.char.find(self.search_index, word) >= 0
+        return m
 
     def search(self, direction: int) -> int | None:
         """Next (+1) or previous (-1) transaction matching the search text, from the selected
         transaction (else the view centre); all words must match."""
-        if self.doc is None or self.doc.result is None or self.search_index is None:
+        if self.doc is None or self.doc.result is None:
             return None
         words = self.search_edit.text().lower().replace("0x", "").split()
         if not words:
             return None
-        m = np.ones(len(self.search_index), bool)
+        m = np.ones(len(self.doc.result.records), bool)
         for w in words:
-            m &= np.char.find(self.search_index, w) >= 0
+            m &= self._matches(w)
         hits = np.flatnonzero(m)
         if len(hits) == 0:
             self.search_status.setText("no match")
