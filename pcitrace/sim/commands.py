@@ -29,6 +29,10 @@ def simulate(scenario, output, mode, no_ad, seed, duration_us):
         if mode == "state" and len({b.period_ps for b in sc.buses}) > 1:
             raise PcitraceError("--mode state needs one clock for all buses", path=scenario,
                                 where="bus.clock_mhz", fix="use --mode timing or give the buses one clock")
+        if mode == "state" and sc.faults.glitches:
+            raise PcitraceError("--mode state cannot show glitches (they are shorter than a clock)",
+                                path=scenario, where="faults.glitches",
+                                fix="use --mode timing or set glitches = 0")
         sc.mode = mode
     if no_ad:
         sc.ad = False

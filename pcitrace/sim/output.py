@@ -8,12 +8,34 @@ period, with at least four samples per clock. CLK is high for the first half per
 the edge; the other signals change ``ceil(n/4)`` samples after the edge (n samples per clock),
 so the sample at the edge still shows the values of that clock (docs/records.md).
 
-Truth file (``NAME.truth.json``): ``records`` (docs/records.md fields plus ``master``,
-``purpose``, ``packet``: what the model meant the transaction for), ``findings``, ``frames``
-(sampled probe times as the gbe_probe decoder reports them plus the exact wire times),
-``packets`` (CSR setup, DMA bursts, wire times, first words on both buses, interrupt delays)
-and ``occupancy`` per bus (busy clocks = FRAME# or IRDY# asserted; split into data, wait,
-address and retry clocks and by initiator).
+Truth file (``NAME.truth.json``, format ``pcitrace-truth/1``; one JSON line per list item):
+
+- ``scenario``, ``seed``, ``mode``, ``ad``, ``gnt``, ``duration_ps``, ``sample_period_ps``
+  (timing: the sample period; state: the bus period), ``samples``;
+- ``buses``: name -> kind, width, clock_hz, period_ps, first_clock_ps, pc, bar [lo, hi], mmrbc;
+- ``records``: every transaction with the docs/records.md fields (what both decoders must
+  produce, sorted by start_ps) plus ``master`` (nic | host | other), ``purpose`` (csr_read,
+  csr_write, desc_fetch, data_read, data_completion, desc_completion, data_write, status_write,
+  other) and ``packet`` (sequence number of the frame it serves, -1 none);
+- ``findings``: time_ps, bus, kind, message (the renderer's and the injected faults');
+- ``frames``: link (a_to_b | b_to_a), kind (data | pause), seq, frame_bytes (Ethernet header to
+  CRC), lost, probed, wire_start_ps / wire_end_ps (exact), start_ps / end_ps / sof_ps /
+  wire_time_ps (as sampled: what the gbe_probe decoders report), truncated;
+- ``pauses``: start_ps / end_ps of each pause of a's transmitter;
+- ``packets``: per UDP packet: seq, src, dst, user_bytes, frame_bytes, lost, send_bus,
+  recv_bus, app_send_ps, csr_records (record indices of the CSR group that starts the send),
+  csr_start_ps, csr_end_ps, csr_retries, first_dma_ps, csr_setup_ps (first DMA - first CSR
+  access), tx_dma_records, tx_data_bursts, tx_bytes, tx_data_start_ps, tx_first_word_ps,
+  tx_dma_end_ps, wire_start_ps, wire_end_ps, wire_time_ps, rx_dma_records, rx_data_bursts,
+  rx_bytes, rx_data_start_ps, rx_first_word_ps, rx_data_end_ps, rx_dma_end_ps,
+  tx_irq_csr_records / rx_irq_csr_records (the interrupt's CSR group), tx_irq_csr_start_ps,
+  rx_irq_csr_start_ps, send_to_recv_ps (first data word on the send bus -> on the receive bus),
+  tx_interrupt_delay_ps / rx_interrupt_delay_ps (end of the packet's last DMA -> the CSR group
+  of the interrupt that reports it); -1 where a step is not in the capture;
+- ``occupancy``: bus -> clocks, busy (FRAME# or IRDY# asserted), fraction, data (completed
+  data phases), address (address / DAC / attribute clocks), retry (clocks of retried
+  transactions), wait (the rest of the busy clocks), by_initiator {nic, host, other},
+  period_ps, busy_ps.
 """
 
 from __future__ import annotations

@@ -62,3 +62,9 @@ def test_bad_output_extension_exits_2(tmp_path, capsys):
 def test_missing_scenario_exits_2(tmp_path, capsys):
     assert main(["simulate", str(tmp_path / "nope.toml"), "-o", str(tmp_path / "o.sr")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_state_override_refuses_glitches(tmp_path, capsys):
+    sc = write(tmp_path, SCENARIO.replace('duration_us = 40', 'duration_us = 40\n[faults]\nglitches = 1'))
+    assert main(["simulate", str(sc), "-o", str(tmp_path / "o.sr"), "--mode", "state"]) == 2
+    assert "faults.glitches" in capsys.readouterr().err
