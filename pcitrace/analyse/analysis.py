@@ -34,6 +34,7 @@ class AnalysisOptions:
     max_control_bytes: int = 64          # DMA transfers up to this size are descriptors / status, larger = frame data
     window_us: float | None = None       # rolling occupancy window; None = auto
     window_step: float = 0.5             # step as a fraction of the window
+    irq_min_delay_us: float = 5.0        # host interrupt latency: a routine starting sooner after a DMA was raised before it
     pause_factor: float = 3.0            # a packet period > factor x median is a transmit pause
     histogram_bins: int = 20
 
@@ -197,7 +198,8 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
                                  have_ad=have_ad, records=records, classes=classes, plain_groups=plain,
                                  csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes,
-                                 descriptor_gap_ps=o.descriptor_gap_clocks * T)
+                                 descriptor_gap_ps=o.descriptor_gap_clocks * T,
+                                 irq_min_delay_ps=o.irq_min_delay_us * 1e6)
     split = split_clocks(records, classes, facts.clocks, facts.mode)
 
     t0, t1 = float(facts.start_ps), float(facts.start_ps) + facts.duration_ps

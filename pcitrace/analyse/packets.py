@@ -38,7 +38,10 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   group to the packet's first DMA (the seed papers' "CSR setup then DMA"); the group's own span
   is reported too. All other CSR groups are **interrupt groups** (the driver's work after an
   interrupt); a packet's **interrupt delay** runs from the end clock of its last DMA (status
-  write-back, else data) to the start of the next interrupt group, and **packets per
+  write-back, else data) to the start of the next interrupt group that starts at least
+  ``irq_min_delay`` (5 us: interrupt delivery, entry into the service routine and its first
+  register access on the seed papers' PCs) later (a routine starting sooner was raised before
+  that DMA), and **packets per
   interrupt** counts, per interrupt group, the packets whose next interrupt group it is.
 - Packet **period** = from its anchor (setup group start, else first DMA) to the next packet's
   anchor; the occupancy of the period is the busy time inside it over its length.
@@ -519,6 +522,8 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
     is_setup = np.array([sf for _, sf in parts])
     order = np.argsort(out["start_ps"], kind="stable")
     out, is_setup = out[order], is_setup[order]
+    # Every send routine is a setup group, even one whose frame the capture ended before.
+    out["setup"] = is_setup
     inst = np.flatnonzero(is_setup)
     # In ring order: each eligible packet takes the earliest unused send that ended before its DMA.
     setup_of = np.full(first_dma.size, -1, np.int64)
@@ -535,7 +540,7 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
             bus_width: int, have_ad: bool = False, records: np.ndarray | None = None,
             classes: np.ndarray | None = None, plain_groups: np.ndarray | None = None,
             csr_gap_ps: float = 2e6, descriptor_bytes: int = 16,
-            descriptor_gap_ps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+            descriptor_gap_ps: float = 0.0, irq_min_delay_ps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(packets, groups): one row per data transfer; assigns transfers['packet'] and the groups'
     'setup' / 'packets' (groups may be split, see split_setup_routines, so they are returned)."""
     data_idx = np.flatnonzero(transfers["kind"] == DATA)
@@ -642,7 +647,10 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
         inter = np.flatnonzero(~groups["setup"])
         if inter.size:
             istart = groups["start_ps"][inter]
-            k = np.searchsorted(istart, last, side="right")
+            # An interrupt service routine starting sooner than ``irq_min_delay`` after a
+            # packet's last DMA was raised before it (interrupt delivery and entry take
+            # microseconds): that packet waits for the next one.
+            k = np.searchsorted(istart, last + irq_min_delay_ps, side="right")
             has = k < inter.size
             p["interrupt_group"][has] = inter[k[has]]
             p["interrupt_delay_ps"][has] = istart[k[has]] - last[has]

@@ -49,9 +49,11 @@ def send_stream(*, with_gnt=True, with_ad=True, packets=PACKETS, pause_after: in
         rows.append(txn(c + 155, 91, command=cmd_r, address=a(buf + 704), data_phases=87, gnt=gd))
         rows.append(txn(c + 300, 4, command=cmd_w, address=a(DESC + 16 * i + 8), data_phases=2, gnt=gd))
         if i % INTERRUPT_EVERY == INTERRUPT_EVERY - 1:
-            rows.append(txn(c + 400, 4, command="mem_read" if with_ad else "unknown",
+            # The interrupt service routine, 9.9 us after the status write-back: during the
+            # next packet, between its data DMA and its write-back.
+            rows.append(txn(c + 800, 4, command="mem_read" if with_ad else "unknown",
                             address=a(BAR[0] + 0xC0), nbytes=4, gnt=g))
-            rows.append(txn(c + 410, 4, command=cmd_w, address=a(BAR[0] + 0xD0), nbytes=4, gnt=g))
+            rows.append(txn(c + 810, 4, command=cmd_w, address=a(BAR[0] + 0xD0), nbytes=4, gnt=g))
         c += SPACING
         if pause_after is not None and i == pause_after:
             c += 10 * SPACING

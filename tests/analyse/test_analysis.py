@@ -8,7 +8,7 @@ from pcitrace.analyse.classify import READ, UNKNOWN_DIR
 
 from .builders import BAR, PACKETS, SPACING, T_PS, facts, send_stream
 
-TOTAL = 100 + PACKETS * SPACING
+TOTAL = 100 + (PACKETS + 1) * SPACING   # room for the last interrupt service routine
 BUSY = PACKETS * 204 + (PACKETS // 4) * 8
 
 
@@ -39,12 +39,13 @@ def test_per_packet_figures(variant):
     np.testing.assert_array_equal(p["data_dma_ps"], 186 * T_PS)
     np.testing.assert_array_equal(p["status_writeback_ps"], 4 * T_PS)
     i = np.arange(PACKETS)
-    expect_delay = ((4 * (i // 4) + 3 - i) * SPACING + 97) * T_PS
+    expect_delay = ((4 * (i // 4) + 3 - i) * SPACING + 497) * T_PS
     np.testing.assert_array_equal(p["interrupt_delay_ps"], expect_delay)
     np.testing.assert_array_equal(a.packets_per_interrupt, [4, 4, 4])
     np.testing.assert_array_equal(p["period_ps"][:-1], SPACING * T_PS)
     assert np.isnan(p["period_ps"][-1])
-    busy = np.where(i % 4 == 3, 212, 204)[:-1]
+    # The service routine after packets 3, 7 falls in the period of packets 4, 8.
+    busy = np.where((i % 4 == 0) & (i > 0), 212, 204)[:-1]
     np.testing.assert_allclose(p["occupancy"][:-1], busy / SPACING)
     assert a.pause_after.size == 0
     expected_dir = READ if rule in ("gnt+bar", "bar") else UNKNOWN_DIR
@@ -121,12 +122,12 @@ def test_rolling_window_matches_whole_capture():
 
 def test_csr_gap_option_merges_interrupt_and_setup():
     recs = send_stream()
-    # With a 10 us gap each interrupt group merges with the next packet's setup group (2.7 us
-    # apart, no DMA between), which then counts as setup; only the last interrupt group stays.
+    # With a 10 us gap each interrupt group merges with the setup group after it (5.7 us apart,
+    # only a write-back between), which then counts as setup; only the last interrupt stays.
     a = analyse_bus(recs, facts(TOTAL), [BAR], AnalysisOptions(csr_gap_us=10.0, csr_split_factor=0),
                     have_ad=False)
     assert len(a.groups) == PACKETS + 1
-    assert a.groups["accesses"].tolist() == [3, 3, 3, 3, 5, 3, 3, 3, 5, 3, 3, 3, 2]
+    assert a.groups["accesses"].tolist() == [3, 3, 3, 3, 3, 5, 3, 3, 3, 5, 3, 3, 2]
     np.testing.assert_array_equal(a.packets_per_interrupt, [PACKETS])
 
 

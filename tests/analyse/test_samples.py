@@ -25,15 +25,8 @@ SAMPLE_NAMES = sorted(p.name[: -len(".sr")] for p in SAMPLES.glob("*.sr"))
 PACKET_GAPS = {
     ("pro1000_33mhz", "send"): "bus saturated: send and interrupt routines reading the same registers "
                                "interleave access by access (2 of 43 setups start one access early)",
-    ("pro1000_66mhz_coalesce", "send"): "a write-back landing between the coalesced interrupt and its "
-                                        "service routine: without INTA# the bus cannot show which came first",
-    ("pro1000_66mhz_coalesce", "recv"): "as for send: interrupt raised before the service routine starts",
     ("control_only", "send"): "no AD / C/BE#: the send routine cannot be recognised by its registers",
     ("control_only", "recv"): "no C/BE#: reads and writes cannot be told apart",
-    ("pcix133_mmrbc512", "send"): "interrupt service routines interleaved with send routines and split "
-                                  "completions: some packets are given the wrong interrupt group",
-    ("pcix133_mmrbc4096", "send"): "interrupt service routines interleaved with send routines and split "
-                                   "completions: some packets are given the wrong interrupt group",
     ("pcix133_mmrbc4096", "recv"): "one receive descriptor prefetch is taken for frame data",
 }
 
@@ -129,5 +122,7 @@ def test_coalescence_sample_counts_packets_per_interrupt():
         d = analysis.buses[bus].distributions["packets_per_interrupt"]
         starts = [e["irq_start_ps"] for e in expected_packets(truth, bus) if e["irq_start_ps"] >= 0]
         _, counts = np.unique(starts, return_counts=True)
-        # All but the packets on the edge of an interrupt agree: the median is the truth's.
-        assert d.median == pytest.approx(float(np.median(counts)), abs=1)
+        assert d.median == float(np.median(counts))
+        # The truth names the interrupts its packets got; the capture may also hold the one
+        # serving its last packets, whose truth falls after the capture's end.
+        assert len(counts) <= d.count <= len(counts) + 1
