@@ -933,7 +933,7 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
     arrays: dict[str, np.ndarray] = {}
     widths: dict[str, int] = {}
     bus_profiles = []
-    recs, words, finds = [], [], []
+    recs, words, finds, has_words = [], [], [], []
     n_samples = max(int(np.ceil(b.clocks * samplerate_hz / b.clock_hz)) for b in buses) if timing \
         else max(b.clocks for b in buses)
     for b in buses:
@@ -1006,7 +1006,8 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         recs.append(r)
         words.append(w)
         finds.append(f)
-    records, words_all, findings = merge_truth(recs, words, finds)
+        has_words.append(wad)
+    records, words_all, findings = merge_truth(recs, words, finds, has_words)
     if timing:
         tb = TimeBase.timing(samplerate_hz)
     else:
@@ -1016,27 +1017,35 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
 
 
 def merge_truth(records: Sequence[np.ndarray], words: Sequence[np.ndarray],
-                findings: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Records of several buses in one array sorted by start_ps, words re-indexed to match."""
+                findings: Sequence[np.ndarray] = (), has_words: Sequence[bool] | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Records of several buses in one array sorted by start_ps, words re-indexed to match.
+
+    ``data_index`` (docs/records.md): for a bus with words (AD or C/BE# captured; default: it
+    has any), the index of the record's first word in the merged word array; for a bus without,
+    unchanged (the count of its own earlier data phases)."""
+    if has_words is None:
+        has_words = [len(w) > 0 for w in words]
     offs = np.cumsum([0] + [len(r) for r in records])
-    woffs = np.cumsum([0] + [len(w) for w in words])
-    rec = np.concatenate(records) if records else np.zeros(0, RECORD_DTYPE)
-    wds = np.concatenate([w.copy() for w in words]) if words else np.zeros(0, WORD_DTYPE)
+    rec = np.concatenate(records) if len(records) else np.zeros(0, RECORD_DTYPE)
+    with_words = np.concatenate([np.full(len(r), bool(h), bool) for r, h in zip(records, has_words)]) \
+        if len(records) else np.zeros(0, bool)
+    parts = []
     for i, w in enumerate(words):
-        wds["record"][woffs[i]:woffs[i + 1]] += offs[i]
+        w = w.copy()
+        w["record"] += offs[i]
+        parts.append(w)
+    wds = np.concatenate(parts) if parts else np.zeros(0, WORD_DTYPE)
     order = np.argsort(rec["start_ps"], kind="stable")
     rec = rec[order]
+    with_words = with_words[order]
     new_index = np.empty(len(order), np.int64)
     new_index[order] = np.arange(len(order))
     if len(wds):
         wds["record"] = new_index[wds["record"]]
         wds = wds[np.argsort(wds["record"], kind="stable")]
-    if len(wds):
-        # the first word of each record (where it would be, for a record without words)
-        rec["data_index"] = np.searchsorted(wds["record"], np.arange(len(rec)))
-    else:
-        # no data words at all (control-only captures): data_index counts the data phases
-        rec["data_index"] = np.concatenate(([0], np.cumsum(rec["data_phases"])[:-1])) if len(rec) else 0
+    first = np.searchsorted(wds["record"], np.arange(len(rec)))
+    rec["data_index"] = np.where(with_words, first, rec["data_index"])
     f = np.concatenate(findings) if len(findings) else np.zeros(0, FINDING_DTYPE)
     f = f[np.argsort(f["time_ps"], kind="stable")]
     return rec, wds, f

@@ -441,6 +441,17 @@ def test_two_buses_in_one_timing_capture():
         to_capture([a, b])
 
 
+def test_merged_data_index_per_records_md():
+    a = render([TxnSpec(0x7, 0x0, [1, 2]), TxnSpec(0x7, 0x8, [3], idle_before=20)], bus="a")
+    b = render([TxnSpec(0x7, 0x0, [4, 5, 6], idle_before=8), TxnSpec(0x7, 0x0, [7], idle_before=9)],
+               bus="b", with_ad=False)
+    ct = to_capture([a, b])
+    # start order: a0 (clock 2), b0 (8), b1, a1; only bus a has words
+    assert list(ct.records["bus"]) == ["a", "b", "b", "a"]
+    assert list(ct.records["data_index"]) == [0, 0, 3, 2]
+    assert list(ct.words["record"]) == [0, 0, 3] and list(ct.words["value"]) == [1, 2, 3]
+
+
 def test_glitch_changes_no_sampled_value():
     rb = render([TxnSpec(0x7, 0x0, [1, 2, 3])])
     plain = to_capture(rb, samples_per_clock=8)
