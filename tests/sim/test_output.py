@@ -248,3 +248,26 @@ def test_probe_twin_engine_reads_the_truth_frames(mode):
             # estimated from the sampled wire time: within one sample period's worth of bytes
             tol = 1 + r.truth["sample_period_ps"] // 8000
             assert abs(int(got["frame_bytes"]) - f["frame_bytes"]) <= tol
+
+
+@pytest.mark.parametrize("bus", [
+    {"width": 32, "clock_mhz": 33, "nic": {"read_command": "mem_read_line", "write_command": "mem_write_invalidate"}},
+    {"width": 32, "clock_mhz": 66, "cache_line": 32, "nic": {"read_command": "mem_read", "devsel": "fast"}},
+    {"kind": "pcix", "width": 32, "clock_mhz": 100, "mmrbc": 2048, "host": {"completion_adb": 1}},
+    {"kind": "pcix", "width": 64, "clock_mhz": 66, "host": {"completion_adb": 0, "write_disconnect_bytes": 128}},
+])
+def test_bus_variants_decode_exactly(bus):
+    b = [dict(TWO_BUSES[0], **bus), dict(TWO_BUSES[1], **bus)]
+    r = sim(duration_us=80, bus=b, mode="timing")
+    recs = truth_records(r.truth)
+    res = decode_capture(r.capture, r.profile)
+    assert diff_records(recs, res.records, ignore=("data_index",)) == []
+    nic = recs[recs["gnt"] == 1]
+    assert set(nic["width"]) <= {bus["width"]} | {32}
+    if bus.get("nic", {}).get("read_command") == "mem_read_line":
+        reads = nic[nic["command"] == "mem_read_line"]
+        assert len(reads) and reads["bytes"].max() <= 64          # a line at most
+        assert "mem_write_invalidate" in set(nic["command"])
+    if bus.get("kind") == "pcix" and bus["host"].get("completion_adb") == 1:
+        comp = recs[recs["command"] == "split_completion"]
+        assert (comp["bytes"] <= 128).all() and "disconnect_with_data" in set(comp["termination"])
