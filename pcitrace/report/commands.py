@@ -55,7 +55,10 @@ def write_text_atomic(path: str | Path, text: str) -> None:
               help="Rolling occupancy window (default: 10 µs, longer for long captures).")
 @click.option("--max-control-bytes", type=click.IntRange(min=0), default=64, show_default=True,
               help="DMA transfers up to this size are descriptor fetches / status write-backs; larger ones frame data.")
-def report(paths, profile, fmt, output, jobs, dask_address, csr_gap_us, rule, window_us, max_control_bytes):
+@click.option("--irq-min-delay-us", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Host interrupt latency: a service routine starting sooner after a DMA was raised before it.")
+def report(paths, profile, fmt, output, jobs, dask_address, csr_gap_us, rule, window_us, max_control_bytes,
+           irq_min_delay_us):
     """Analyse CAPTURE files and every .sr / .vcd / .vcd.gz in DIR arguments: bus occupancy (split by
     data / wait / address / retry), CSR setup times, DMA bursts, per-packet timing, interrupt delays.
 
@@ -70,7 +73,7 @@ def report(paths, profile, fmt, output, jobs, dask_address, csr_gap_us, rule, wi
         raise PcitraceError(f"the directory {Path(output).parent} does not exist", path=output,
                             fix="create it or choose another -o path")
     options = AnalysisOptions(csr_gap_us=csr_gap_us, classification=rule, window_us=window_us,
-                              max_control_bytes=max_control_bytes)
+                              max_control_bytes=max_control_bytes, irq_min_delay_us=irq_min_delay_us)
     tasks = find_captures(paths, profile)
     with_series = fmt == "html"
 
