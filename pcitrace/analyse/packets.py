@@ -18,8 +18,9 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   of the same direction.
 - A transfer of more than ``max_control_bytes`` (default 64: four 16-byte descriptors) is frame
   **data**; a smaller read is a **descriptor fetch**, a smaller write a **status write-back**.
-  With AD, a read holding the address of a write-back is a descriptor fetch whatever its size
-  (receive rings are often prefetched many descriptors at a time). Without C/BE# (direction
+  With AD, a read holding the address of a write-back, or starting within 4 KiB of one, is a
+  descriptor fetch whatever its size (receive rings are often prefetched many descriptors at a
+  time). Without C/BE# (direction
   unknown) on a transmit bus a small transfer within ``descriptor_gap`` after the last access of
   a CSR routine (the doorbell) is a descriptor fetch, on a receive bus (no such transfers) one
   within ``descriptor_gap`` before frame data; any other is a status write-back.
@@ -151,6 +152,7 @@ def dma_bursts(records: np.ndarray, classes: np.ndarray, dirs: np.ndarray, perio
 
 
 SPLIT_GAP_PS = 1_000_000
+RING_NEAR_BYTES = 4096
 _TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
 
 
@@ -282,6 +284,12 @@ def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, 
             lo = t["address"][reads]
             hi = lo + t["bytes"][reads].astype(np.uint64)
             hit = np.searchsorted(wb, hi, side="left") > np.searchsorted(wb, lo, side="left")
+            # ... or one starting within a page of a write-back (the ring's next descriptors,
+            # prefetched before the capture shows them written back).
+            j = np.searchsorted(wb, lo)
+            below = np.where(j > 0, lo - wb[np.maximum(j - 1, 0)], np.uint64(1 << 63))
+            above = np.where(j < wb.size, wb[np.minimum(j, wb.size - 1)] - lo, np.uint64(1 << 63))
+            hit |= (np.minimum(below, above) <= np.uint64(RING_NEAR_BYTES))
             kind[reads[hit]] = DESCRIPTOR
     t["kind"] = kind
     return t

@@ -27,7 +27,6 @@ PACKET_GAPS = {
                                "interleave access by access (2 of 43 setups start one access early)",
     ("control_only", "send"): "no AD / C/BE#: the send routine cannot be recognised by its registers",
     ("control_only", "recv"): "no C/BE#: reads and writes cannot be told apart",
-    ("pcix133_mmrbc4096", "recv"): "one receive descriptor prefetch is taken for frame data",
 }
 
 
@@ -69,8 +68,6 @@ def analysis_findings(name):
 
 @pytest.mark.parametrize("name,bus", CASES)
 def test_packets_and_bytes_equal_truth(name, bus, request):
-    if (name, bus) == ("pcix133_mmrbc4096", "recv"):
-        request.applymarker(pytest.mark.xfail(reason=PACKET_GAPS[(name, bus)], strict=True))
     analysis, truth = _load(name)
     p = analysis.buses[bus].packets
     exp = expected_packets(truth, bus)
