@@ -257,7 +257,8 @@ def _decode_sigrok(capture, pci_buses, profile):
             recs = np.asarray(res.records)
             finds = np.asarray(getattr(res, "findings", np.zeros(0, FINDING_DTYPE)))
             words = np.asarray(getattr(res, "words", np.zeros(0, WORD_DTYPE)))
-            if words.dtype != WORD_DTYPE:
+            if words.dtype != WORD_DTYPE or not ({"ad", "cbe_n"} & set(b.signals)):
+                # without AD and C/BE# the words carry nothing: pcitrace keeps none (records.md)
                 words = np.zeros(0, WORD_DTYPE)
             yield (recs, words, finds), _summary_only(capture, b)
 
