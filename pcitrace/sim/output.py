@@ -129,10 +129,9 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     arrays: dict[str, np.ndarray] = {}
     widths: dict[str, int] = {}
     profile_buses: list[BusProfile] = []
-    rec_parts, find_parts, ann = [], [], []
+    rec_parts, find_parts = [], []
+    ann: dict[str, list] = {"master": [], "purpose": [], "packet": []}
     occupancy: dict[str, dict] = {}
-    first_word_time: dict[int, int] = {}          # id(txn) -> time of its first data phase
-    rec_time: dict[int, tuple[int, int]] = {}     # id(txn) -> (start_ps, end_ps)
     all_txns: list = []
 
     for bi, b in enumerate(buses):
@@ -173,12 +172,14 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
                 glitches.append((line, int(starts[i]) + int(frng.integers(1, txns[i].clocks - 1))))
         extra = [(phase + c * b.period, cfg.name, kind, msg) for kind, c, msg in injected]
         first = _first_data_clocks(rb.signals, starts)
-        for t, s0, e0, f0 in zip(txns, starts, ends, first):
-            rec_time[id(t)] = (phase + int(s0) * b.period, phase + int(e0) * b.period)
-            first_word_time[id(t)] = phase + int(f0) * b.period if f0 >= 0 else -1
+        first_ps = np.where(first >= 0, phase + first * b.period, -1)
+        for t, s0, e0, f0 in zip(txns, recs["start_ps"].tolist(), recs["end_ps"].tolist(), first_ps.tolist()):
+            t.start_ps, t.end_ps, t.first_ps = s0, e0, f0
         rec_parts.append(recs)
         find_parts.append(finds)       # replaced below once the channel faults are known
-        ann.extend({"master": t.master, "purpose": t.purpose, "packet": t.packet} for t in txns)
+        ann["master"] += [t.master for t in txns]
+        ann["purpose"] += [t.purpose for t in txns]
+        ann["packet"] += [t.packet for t in txns]
         all_txns.extend(txns)
         occupancy[cfg.name] = _occupancy(rb.signals, txns, recs, b, K)
 
@@ -277,8 +278,11 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     records = np.concatenate(rec_parts) if rec_parts else np.zeros(0, RECORD_DTYPE)
     order = np.lexsort((np.arange(len(records)), records["start_ps"]))
     records = records[order]
-    ann = [ann[i] for i in order]
-    rec_index = {id(all_txns[j]): i for i, j in enumerate(order)}
+    ann = {k: [v[i] for i in order] for k, v in ann.items()}
+    inv = np.empty(len(order), np.int64)
+    inv[order] = np.arange(len(order))
+    for t, i in zip(all_txns, inv.tolist()):
+        t.rec = i
     rec_dicts = RecordList(records, ann)
     findings = np.concatenate(find_parts) if find_parts else np.zeros(0, FINDING_DTYPE)
     findings = np.sort(findings, order="time_ps")
@@ -303,7 +307,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
                       "message": str(f["message"])} for f in findings],
         "frames": frames_out,
         "pauses": [{"start_ps": a, "end_ps": z} for a, z in model.pauses],
-        "packets": _packets(model, rec_time, first_word_time, rec_index),
+        "packets": _packets(model),
         "occupancy": occupancy,
     }
     tb = TimeBase.timing(1e12 / p) if timing else TimeBase.state(clock_hz=1e12 / periods[0],
@@ -315,41 +319,42 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
 
 
 class RecordList(Sequence):
-    """The truth's records: a RECORD_DTYPE array plus the model's notes (master, purpose,
-    packet), seen as a list of dicts (docs/records.md keys) but converted only on access, so
-    a long simulation does not hold a dict per transaction. ``.array`` is the numpy form."""
+    """The truth's records: a RECORD_DTYPE array plus the model's notes (columns master,
+    purpose, packet), seen as a list of dicts (docs/records.md keys + the notes) but converted
+    only on access, so a long simulation holds no dict per transaction. ``.array`` is the
+    numpy form."""
 
-    def __init__(self, array: np.ndarray, ann: list[dict]):
+    def __init__(self, array: np.ndarray, notes: dict[str, list]):
         self.array = array
-        self._ann = ann
+        self.notes = notes
 
     def __len__(self):
         return len(self.array)
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return records_to_dicts(self.array[i], self._ann[i])
+            return records_to_dicts(self.array[i], {k: v[i] for k, v in self.notes.items()})
         d = record_to_dict(self.array[i])
-        d.update(self._ann[i])
+        for k, v in self.notes.items():
+            d[k] = v[i]
         return d
 
     def __iter__(self):
         step = 65536
         for k in range(0, len(self.array), step):
-            yield from records_to_dicts(self.array[k:k + step], self._ann[k:k + step])
+            yield from self[k:k + step]
 
     def __eq__(self, other):
         return list(self) == list(other)
 
 
-def records_to_dicts(records: np.ndarray, ann: list[dict] | None = None) -> list[dict]:
+def records_to_dicts(records: np.ndarray, notes: dict[str, list] | None = None) -> list[dict]:
     """record_to_dict for a whole array, column-wise (python ints / bools / strs)."""
     names = list(FIELD_NAMES)
     cols = [records[n].tolist() for n in names]
-    if ann:
-        extra = list(ann[0])
-        names += extra
-        cols += [[a[k] for a in ann] for k in extra]
+    if notes:
+        names += list(notes)
+        cols += list(notes.values())
     return [dict(zip(names, row)) for row in zip(*cols)]
 
 
@@ -400,29 +405,23 @@ def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
     }
 
 
-def _txn_rows(txns, rec_time, first_word_time, rec_index):
-    rows = []
-    for t in txns:
-        if id(t) not in rec_time:      # on a bus nobody probes
-            continue
-        s, e = rec_time[id(t)]
-        rows.append({"record": rec_index[id(t)], "start_ps": s, "end_ps": e, "bytes": t.nbytes,
-                     "purpose": t.purpose, "termination": t.termination,
-                     "first_word_ps": first_word_time[id(t)]})
-    return rows
+def _txn_rows(txns):
+    return [{"record": t.rec, "start_ps": t.start_ps, "end_ps": t.end_ps, "bytes": t.nbytes,
+             "purpose": t.purpose, "termination": t.termination, "first_word_ps": t.first_ps}
+            for t in txns if t.rec >= 0]     # (rec < 0: on a bus nobody probes)
 
 
-def _packets(model: ModelResult, rec_time, first_word_time, rec_index) -> list[dict]:
+def _packets(model: ModelResult) -> list[dict]:
     out = []
     bus_of = {pc: None for pc in ("a", "b")}
     for b in model.buses.values():
         bus_of[b.cfg.pc] = b.cfg.name
     for pk in model.packets:
-        csr = _txn_rows(pk.csr_txns, rec_time, first_word_time, rec_index)
-        tx = _txn_rows(pk.tx_dma, rec_time, first_word_time, rec_index)
-        rx = _txn_rows(pk.rx_dma, rec_time, first_word_time, rec_index)
-        tx_irq = _txn_rows(pk.tx_irq_csr, rec_time, first_word_time, rec_index)
-        rx_irq = _txn_rows(pk.rx_irq_csr, rec_time, first_word_time, rec_index)
+        csr = _txn_rows(pk.csr_txns)
+        tx = _txn_rows(pk.tx_dma)
+        rx = _txn_rows(pk.rx_dma)
+        tx_irq = _txn_rows(pk.tx_irq_csr)
+        rx_irq = _txn_rows(pk.rx_irq_csr)
         data_tx = [r for r in tx if r["purpose"] in ("data_read", "data_completion") and r["bytes"]]
         data_rx = [r for r in rx if r["purpose"] == "data_write"]
         f = pk.frame
