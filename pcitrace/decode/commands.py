@@ -81,6 +81,11 @@ def print_table(arr: np.ndarray, what: str, limit: int | None, console, title: s
             names += ["tag", "requester", "byte_count"]
         if len(arr) and len(np.unique(arr["bus"])) == 1:
             names.remove("bus")
+        # a narrow terminal gets the columns that say what happened; files get them all
+        if console.width < 150:
+            names = [n for n in names if n not in ("tag", "requester", "byte_count", "parity_error")]
+        if console.width < 120:
+            names = [n for n in names if n not in ("clocks", "initiator_waits", "target_waits", "width")]
     table = Table(title=title, header_style="bold", pad_edge=False, box=None)
     for n in names:
         if n == "initiator_waits":
@@ -108,9 +113,10 @@ def _summary_line(res) -> str:
     for b in res.buses.values():
         mhz = f"{b.clock_hz / 1e6:.2f} MHz" if b.clock_hz else "? MHz"
         nrec = int(np.count_nonzero(res.records["bus"] == b.name)) if len(res.records) else 0
-        extra = (f"{len(res.frames.get(b.name, ()))} frames" if b.kind == "gbe_probe"
-                 else f"{nrec} transactions")
-        parts.append(f"{b.name}: {b.kind} {b.width}-bit {mhz}, {b.clocks} clocks, {extra}")
+        if b.kind == "gbe_probe":
+            parts.append(f"{b.name}: probe link, {len(res.frames.get(b.name, ()))} frames")
+        else:
+            parts.append(f"{b.name}: {b.kind} {b.width}-bit {mhz}, {b.clocks} clocks, {nrec} transactions")
     kinds = {}
     for k in res.findings["kind"].tolist():
         kinds[k] = kinds.get(k, 0) + 1
