@@ -38,7 +38,6 @@ import gc
 import gzip
 import json
 import mmap
-import operator
 import os
 import re
 import shutil
@@ -365,10 +364,18 @@ def _channel_names(vars_, strip_scope: str | None) -> list[str]:
     return full
 
 
-def _convert_bits(vals: list, name: str, active_low: bool, path
+def _convert_bits(vals: np.ndarray, name: str, active_low: bool, path
                   ) -> tuple[np.ndarray, int, int, np.ndarray | None]:
     try:
-        codes = np.fromiter(map(_BIT_CODE.__getitem__, vals), dtype=np.uint8, count=len(vals))
+        codes = vals.astype(np.uint8)          # all 0/1 ints: one C loop
+        if len(codes) and codes.max() > 1:
+            raise ValueError("not a bit")
+    except (ValueError, TypeError, OverflowError):
+        codes = None
+    try:
+        if codes is None:
+            codes = np.fromiter(map(_BIT_CODE.__getitem__, vals), dtype=np.uint8,
+                                count=len(vals))
     except KeyError as exc:
         raise PcitraceError(f"value {exc.args[0]!r} of 1-bit signal {name!r} is not 0/1/x/z",
                             path=path, where=f"signal {name}",
@@ -398,7 +405,7 @@ def _parse_vector_str(s: str) -> tuple[int, bool, bool]:
     return v & _U64, any(c in low for c in "xuw-"), "z" in low
 
 
-def _convert_vector(vals: list, name: str, path
+def _convert_vector(vals: np.ndarray, name: str, path
                     ) -> tuple[np.ndarray, int, int, np.ndarray | None]:
     strs = Counter(filter(str.__instancecheck__, vals))
     nx = nz = 0
@@ -421,11 +428,11 @@ def _convert_vector(vals: list, name: str, path
             unknown = np.fromiter(map(flagged.get, vals, repeat(0)), dtype=np.uint8,
                                   count=len(vals))
         # ints map to themselves (default), strings to their value under the rule
-        vals = list(map(table.get, vals, vals))
+        vals = np.fromiter(map(table.get, vals, vals), dtype=object, count=len(vals))
     try:
-        return np.array(vals, dtype=np.uint64), nx, nz, unknown
+        return vals.astype(np.uint64), nx, nz, unknown
     except OverflowError:   # wider than 64 bits: keep the low 64
-        return np.array([v & _U64 for v in vals], dtype=np.uint64), nx, nz, unknown
+        return np.array([v & _U64 for v in vals.tolist()], dtype=np.uint64), nx, nz, unknown
 
 
 def _wellen_error(path, exc, where):
@@ -433,8 +440,7 @@ def _wellen_error(path, exc, where):
                          fix="check that the file is a complete VCD; regenerate it if it was cut short")
 
 
-_FIRST = operator.itemgetter(0)
-_SECOND = operator.itemgetter(1)
+_PAIR = np.dtype([("t", "<i8"), ("v", "O")])
 
 
 def _dense_ids(declared: set[str]) -> bool:
@@ -543,7 +549,7 @@ def read_vcd(path) -> Capture:
                 skipped = [v.full_name for v in vars_ if v.is_real or v.is_string]
                 names = _channel_names(usable, PCITRACE_COMMENT if extra else None)
                 # Aliased vars (one id code, several names) share one signal.
-                raw: dict[str, tuple[np.ndarray, list]] = {}
+                raw: dict[str, tuple[np.ndarray, np.ndarray]] = {}
                 keys = []
                 for v in usable:
                     key = str(v.signal_ref)
@@ -551,14 +557,16 @@ def read_vcd(path) -> Capture:
                     if key in raw:
                         continue
                     try:
-                        pairs = list(v.signal)
+                        sig = v.signal
+                        # (time, value) pairs straight into numpy: values stay Python
+                        # objects (ints, or strings holding x/z) until the rule maps them
+                        pairs = np.fromiter(sig, dtype=_PAIR, count=len(sig))
                     except BaseException as exc:
                         if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
                             raise
                         raise (undeclared_error() or
                                _wellen_error(path, exc, "value changes")) from None
-                    t = np.fromiter(map(_FIRST, pairs), dtype=np.int64, count=len(pairs))
-                    raw[key] = (t, list(map(_SECOND, pairs)))
+                    raw[key] = (pairs["t"].copy(), pairs["v"])
                     del pairs
         finally:
             if gc_was:
