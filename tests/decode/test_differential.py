@@ -81,6 +81,21 @@ def test_engines_agree_on_generated_captures(sigrok_cli, data, mode, width, with
     assert_engines_agree(fast, ref)
 
 
+# --- timing-mode captures (CLK channel; sigrok-cli samples on CLK edges) -----------------------
+
+@pytest.mark.sigrok
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture,
+                                                               HealthCheck.data_too_large])
+@given(ct=captures_with_truth(timing=True, bits=True, max_txns=30))
+def test_engines_agree_on_timing_captures(sigrok_cli, ct):
+    capture, profile, records, _ = ct
+    fast = decode_capture(capture, profile)
+    ref = decode_capture(capture, profile, engine="sigrok")
+    assert diff_records(records, fast.records) == []
+    assert_engines_agree(fast, ref)
+
+
 # --- random (mostly illegal) activity: every corner of the rules ------------------------------
 
 @pytest.mark.sigrok
