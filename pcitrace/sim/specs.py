@@ -101,10 +101,14 @@ def _words(t: Txn, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
         o = t.data_off // wb
         words = full[o:o + p]
         if len(words) == p:
-            be = np.zeros(p, np.uint8)
             rem = t.nbytes % wb
-            if rem:
-                be[-1] = (~((1 << rem) - 1)) & ((1 << wb) - 1)
+            bkey = ("be", p, rem, wb)
+            be = cache.get(bkey)
+            if be is None:       # shared between bursts of one shape; the renderer copies it
+                be = np.zeros(p, np.uint8)
+                if rem:
+                    be[-1] = (~((1 << rem) - 1)) & ((1 << wb) - 1)
+                cache[bkey] = be
             return words, be
     buf = bytearray(p * wb)
     data = t.data[t.data_off:t.data_off + t.nbytes] if t.data else bytes(t.nbytes)
@@ -120,9 +124,27 @@ def _words(t: Txn, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     return words, be.astype(np.uint8)
 
 
+_SHAPES: dict[tuple, tuple[int, dict]] = {}
+
+
+def _shape(t: Txn) -> tuple[int, dict]:
+    """(command code, target_waits) of a transaction shape; shared, never modified."""
+    key = (t.command, t.pcix, t.termination, t.devsel, t.initial_waits, t.wait_every, t.nbytes,
+           t.width, t.address % (t.width // 8))
+    got = _SHAPES.get(key)
+    if got is None:
+        code = _code(t)
+        _, first = _first_offset(t, code)
+        tw = {0: first - 1}
+        if t.wait_every and not t.pcix and t.termination not in ("retry", "split_response"):
+            for k in range(t.wait_every, phases(t), t.wait_every):
+                tw[k] = 1
+        got = _SHAPES[key] = (code, tw)
+    return got
+
+
 def to_spec(t: Txn, prev_end: int, cache: dict | None = None) -> TxnSpec:
-    code = _code(t)
-    header, first = _first_offset(t, code)
+    code, tw = _shape(t)
     idle = t.start - prev_end - 1
     wide = t.width == 64
     term = t.termination
@@ -135,19 +157,14 @@ def to_spec(t: Txn, prev_end: int, cache: dict | None = None) -> TxnSpec:
         kw.update(requester=max(t.requester, 0), tag=max(t.tag, 0))
         if t.byte_count > 0:
             kw["byte_count"] = t.byte_count
+    kw["target_waits"] = tw
     if term in ("retry", "split_response"):
-        kw["target_waits"] = {0: first - 1}
         if t.pcix and code in (0x2, 0x3, 0x6, 0xA, 0xB):
             kw["byte_enables"] = 0x0
         return TxnSpec(**kw)
     words, be = _words(t, cache)
     kw["data"] = words
     kw["byte_enables"] = be
-    tw = {0: first - 1}
-    if t.wait_every and not t.pcix:
-        for k in range(t.wait_every, len(words), t.wait_every):
-            tw[k] = 1
-    kw["target_waits"] = tw
     if term == "disconnect_adb":
         kw["stop_phases"] = 1
     return TxnSpec(**kw)
