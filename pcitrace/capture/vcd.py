@@ -696,8 +696,9 @@ def _choose_timescale(tb: TimeBase, start_ps: int) -> tuple[int, str]:
     return 1000, "1 ps"
 
 
-def write_vcd(capture: Capture, path, *, chunk_samples: int = 1 << 20) -> None:
-    """Write a scalar-only VCD (atomic)."""
+def write_vcd(capture: Capture, path, *, chunk_samples: int | None = None) -> None:
+    """Write a scalar-only VCD (atomic). Streams ``chunk_samples`` at a time (default: about
+    16 M line-samples per chunk, so wide captures stay within a few tens of MB)."""
     from pcitrace.capture.sr import bit_channels
 
     lines = bit_channels(capture)
@@ -765,6 +766,8 @@ def write_vcd(capture: Capture, path, *, chunk_samples: int = 1 << 20) -> None:
         f.write("\n".join(head) + "\n")
         prev = None
         last_tick = None
+        if chunk_samples is None:
+            chunk_samples = max(4096, (16 << 20) // max(1, nvar))
         for ch in capture.iter_chunks(sources, chunk_samples=chunk_samples):
             n = ch.length
             cols = np.empty((nvar, n), dtype=np.uint8)

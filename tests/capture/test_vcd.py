@@ -260,3 +260,13 @@ b0 zz
         open_capture(write(tmp_path, text, "f.vcd"))
     ok = open_capture(write(tmp_path, text.replace("1a1\n", "b101 zz\n"), "g.vcd"))
     assert ok.change_times("bus")[1].tolist() == [0, 5]
+
+
+def test_vcd_writer_chunks_agree(tmp_path):
+    rng = np.random.default_rng(9)
+    n = 3001
+    cap = Capture.from_arrays({"A": rng.integers(0, 2, n), "V": rng.integers(0, 16, n)},
+                              TimeBase.timing(10e6), widths={"V": 4})
+    write_vcd(cap, tmp_path / "one.vcd")
+    write_vcd(cap, tmp_path / "many.vcd", chunk_samples=7)
+    assert (tmp_path / "one.vcd").read_text() == (tmp_path / "many.vcd").read_text()
