@@ -181,7 +181,8 @@ def to_html(results: list[dict], options: dict | None = None, title: str = "pcit
     parts.append("<h2>Overview</h2><table>" + "".join(ov) + "</table>")
     if bad:
         parts.append('<h2 class="err">Captures that could not be analysed</h2><ul>'
-                     + "".join(f'<li><code>{_e(r["capture"])}</code>: <span class="err">{_e(r["error"])}</span></li>'
+                     + "".join(f'<li><span class="err">{_e(r["error"])}</span></li>' if r["error"].startswith(r["capture"])
+                               else f'<li><code>{_e(r["capture"])}</code>: <span class="err">{_e(r["error"])}</span></li>'
                                for r in bad) + "</ul>")
     for r in ok:
         parts.append(f'<h2>{_e(r["capture"])}</h2><p class="meta">profile: {_e(r.get("profile"))} · '

@@ -144,5 +144,6 @@ def to_markdown(results: list[dict]) -> str:
     if errors:
         text += "\n**Captures that could not be analysed**\n\n"
         for r in errors:
-            text += f"- `{r['capture']}`: {r['error']}\n"
+            text += (f"- {r['error']}\n" if r["error"].startswith(r["capture"])
+                     else f"- `{r['capture']}`: {r['error']}\n")
     return text
