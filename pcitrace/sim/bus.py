@@ -180,6 +180,12 @@ class RenderedBus:
     with_ad: bool = True
     start_clock: np.ndarray | None = None   # per transaction: address phase clock
     end_clock: np.ndarray | None = None     # per transaction: last clock
+    # the renderer's own schedule, for crop(): per-clock state codes, per transaction the
+    # header clocks and first DEVSEL# clock, and the (transaction, phase clock) of bad parity
+    codes: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    header_clocks: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    devsel_clock: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    bad_parity: list = dataclasses.field(default_factory=list, repr=False)
 
     @property
     def clocks(self) -> int:
@@ -757,15 +763,125 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     for t, lat in late:
         flist.append((int(times(t_start_a[t] + lat)), bus, "initial_latency",
                       f"{lat} clocks from the address phase to the first data phase"))
+    bad_parity = []
     for c, t, what in par_flips:
         if c < 0:
             c = int(data_clocks[-1 - c])
+        bad_parity.append((t, c))
         par[c + 1] ^= 1          # PAR covers the previous clock's AD and C/BE#
         if with_ad:
             flist.append((int(times(c)), bus, "parity_error", f"PAR wrong for the {what}"))
     findings = np.array(sorted(flist), dtype=FINDING_DTYPE) if flist else np.zeros(0, FINDING_DTYPE)
+    nhdr_t = np.array([x.length[0] for x in shape_list], i64)[t_shape_a] if ntx else np.zeros(0, i64)
     return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,
-                       with_ad, t_start_a, t_end_a)
+                       with_ad, t_start_a, t_end_a, code, nhdr_t, t_dev_a, bad_parity)
+
+
+def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBus:
+    """Clocks [start, stop) of a rendered bus as a capture of its own would show them: times
+    restart at 0, a transaction already under way at ``start`` is not recorded, and one still
+    busy on the last clock is ``truncated`` with what it did up to there (docs/records.md).
+
+    ``start`` must not be a clock that merely looks like an address phase (FRAME# asserted,
+    IRDY# not: a second DAC phase, an attribute phase or an initiator wait)."""
+    if rb.codes is None:
+        raise ValueError("crop needs a bus from render()")
+    stop = rb.clocks if stop is None else min(int(stop), rb.clocks)
+    start = int(start)
+    if not 0 <= start < stop:
+        raise PcitraceError(f"cannot crop clocks {start}..{stop} of {rb.clocks}", fix="give 0 <= start < stop")
+    A_all, E_all = rb.start_clock, rb.end_clock
+    code = rb.codes
+    if _F[code[start]] == 0 and _I[code[start]] == 1 and start not in set(A_all.tolist()):
+        raise PcitraceError(f"clock {start} looks like an address phase but is not one",
+                            fix="crop at an address phase, an idle clock or a data/wait clock with IRDY#")
+    keep = (A_all >= start) & (A_all < stop)
+    idx = np.flatnonzero(keep)
+    period = 1e12 / rb.clock_hz
+
+    def tm(c):
+        return np.rint((np.asarray(c, dtype=np.float64) - start) * period).astype(np.int64)
+
+    rec = rb.records[idx].copy()
+    words_parts = []
+    pcix = rb.mode == "pcix"
+    dev_at = rb.devsel_clock
+    word_rec = rb.words["record"]
+    dpos = 0
+    for j, t in enumerate(idx):
+        A, E = int(A_all[t]), int(E_all[t])
+        r = rec[j]
+        w = rb.words[word_rec == t] if len(rb.words) else rb.words
+        if E < stop - 1:         # an idle clock or a new address phase after it is in the capture
+            r["start_ps"], r["end_ps"] = tm(A), tm(E)
+        else:
+            last = stop - 1
+            nh = int(rb.header_clocks[t]) if rb.with_ad else 1 + pcix
+            H = min(A + nh - 1, last)
+            cs = np.arange(H + 1, stop)
+            cc = code[H + 1:stop]
+            D = (cs >= dev_at[t]) & ~_NODEV[cc]
+            I, T, S = _I[cc] == 0, _T[cc] == 0, _S[cc] == 0
+            dp = I & T & D
+            term = S | (pcix & T & ~D & (cs > dev_at[t]))
+            r["start_ps"], r["end_ps"] = tm(A), tm(last)
+            r["clocks"] = stop - A
+            r["termination"] = "truncated"
+            r["data_phases"] = int(dp.sum())
+            r["initiator_waits"] = int((~dp & ~term & ~I).sum())
+            r["target_waits"] = int((~dp & ~term & I).sum())
+            seen = np.flatnonzero(D)
+            r["devsel"] = _DEVSEL_NAMES[min(int(cs[seen[0]]) - H, 4)] if len(seen) else "none"
+            if r["width"] == 64 and not len(seen):
+                r["width"] = 32
+            w = w[:int(dp.sum())]
+            if rb.with_ad:
+                be = w["byte_enables"].astype(np.int64)
+                lanes = 8 if r["width"] == 64 else 4
+                r["bytes"] = int((lanes - np.bitwise_count(be & ((1 << lanes) - 1))).sum())
+                hdr_cut = A + int(rb.header_clocks[t]) - 1 > last
+                if hdr_cut:
+                    dac_seen = r["dac"] and last == A
+                    if dac_seen:
+                        r["command"] = "dac"
+                        r["address"] = int(r["address"]) & 0xFFFFFFFF
+                    if pcix:
+                        r["tag"] = r["requester"] = r["byte_count"] = -1
+                        r["relaxed_ordering"] = r["no_snoop"] = False
+            else:
+                r["bytes"] = r["data_phases"] * (r["width"] // 8)
+        if rb.with_ad:
+            r["parity_error"] = any(bt == t and c + 1 < stop for bt, c in rb.bad_parity)
+        if A == start and r["gnt"] >= 0:
+            r["gnt"] = 0            # no clock before the first one
+        r["data_index"] = dpos
+        dpos += int(r["data_phases"])
+        if rb.with_ad and len(w):
+            w = w.copy()
+            w["record"] = j
+            w["time_ps"] = tm(np.rint(w["time_ps"] / period).astype(np.int64))
+            words_parts.append(w)
+    words = np.concatenate(words_parts) if words_parts else np.zeros(0, WORD_DTYPE)
+    fl = []
+    clk_of = lambda t_ps: int(np.rint(t_ps / period))      # noqa: E731
+    for f in rb.findings:
+        c = clk_of(f["time_ps"])
+        if not start <= c < stop:
+            continue
+        if f["kind"] == "parity_error" and c + 1 >= stop:
+            continue
+        owner = np.flatnonzero((A_all <= c) & (E_all >= c))
+        if len(owner) and not keep[owner[0]]:
+            continue
+        fl.append((int(tm(c)), f["bus"], f["kind"], f["message"]))
+    findings = np.array(fl, FINDING_DTYPE) if fl else np.zeros(0, FINDING_DTYPE)
+    sig = {k: v[start:stop] for k, v in rb.signals.items()}
+    return dataclasses.replace(rb, signals=sig, records=rec, words=words, findings=findings,
+                               start_clock=A_all[idx] - start, end_clock=np.minimum(E_all[idx], stop - 1) - start,
+                               codes=code[start:stop], header_clocks=rb.header_clocks[idx],
+                               devsel_clock=dev_at[idx] - start,
+                               bad_parity=[(int(np.searchsorted(idx, t)), c - start) for t, c in rb.bad_parity
+                                           if keep[t]])
 
 
 def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int, nhdr: int,
@@ -892,9 +1008,10 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
     """A Capture (plus its Profile and re-timed truth) of one or more rendered buses.
 
     State mode (default): one sample per clock; every bus must share one clock frequency.
-    Timing mode (``samples_per_clock`` or ``samplerate_hz``): a ``CLK`` channel per bus, rising
-    edge at the sample where clock i starts, the other signals changing a quarter period after
-    each rising edge (docs/records.md), so the edge sample shows the clock's values.
+    Timing mode (``samples_per_clock`` or ``samplerate_hz``): a ``CLK`` channel per bus, low for
+    the first half period, then a rising edge for every clock (clock 0 included); the other
+    signals change a quarter period after each rising edge (docs/records.md), so the edge sample
+    shows the clock's values. The truth's times are those of the edge samples.
     ``with_ad`` False leaves AD, C/BE#, PAR, PAR64 out (default: as each bus was rendered).
     ``prefix``: channel names ``BUS.FRAME#`` (default when there is more than one bus).
     ``bits``: AD / C/BE# as one channel per line (``AD0``..) instead of vector channels.
@@ -934,7 +1051,9 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
     widths: dict[str, int] = {}
     bus_profiles = []
     recs, words, finds, has_words = [], [], [], []
-    n_samples = max(int(np.ceil(b.clocks * samplerate_hz / b.clock_hz)) for b in buses) if timing \
+    # Timing mode: half a period of CLK low first, so that clock 0 is a rising edge too.
+    lead = int(np.ceil(0.5 * samplerate_hz / min(b.clock_hz for b in buses))) if timing else 0
+    n_samples = lead + max(int(np.ceil(b.clocks * samplerate_hz / b.clock_hz)) for b in buses) if timing \
         else max(b.clocks for b in buses)
     for b in buses:
         pre = f"{b.bus}." if prefix else ""
@@ -946,12 +1065,12 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         old_t = b.times_ps()
         if timing:
             ratio = b.clock_hz / samplerate_hz
-            x = np.arange(n_samples, dtype=np.float64) * ratio
+            x = (np.arange(n_samples, dtype=np.float64) - lead) * ratio
             clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, b.clocks - 1)
             arr = {k: v[clk_of] for k, v in arr.items()}
-            arr[pre + "CLK"] = ((x - np.floor(x)) < 0.5).astype(np.uint8)
+            arr[pre + "CLK"] = (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8)
             sigs["clk"] = pre + "CLK"
-            edge = np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
+            edge = lead + np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
             new_t = np.rint(edge * (1e12 / samplerate_hz)).astype(np.int64)
             gl = []
             for gbus, canon, c in glitches:

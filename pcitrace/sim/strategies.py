@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from pcitrace.decode.facts import PCIX_DWORD_COMMANDS
 from pcitrace.decode.records import FINDING_DTYPE
-from pcitrace.sim.bus import CaptureTruth, RenderedBus, TxnSpec, is_read, render, to_capture
+from pcitrace.sim.bus import CaptureTruth, RenderedBus, TxnSpec, crop, is_read, render, to_capture
 
 PCI_CLOCKS = (33_333_333.0, 66_666_667.0)
 PCIX_CLOCKS = (66_666_667.0, 100_000_000.0, 133_333_333.0)
@@ -190,15 +190,33 @@ def rendered_buses(draw, *, mode: str | None = None, width: int | None = None, w
 
 
 @st.composite
+def cropped(draw, rb: RenderedBus) -> RenderedBus:
+    """A window of ``rb`` as a capture started and stopped at arbitrary clocks would show it:
+    a transaction under way at the start is not recorded, one busy at the end is truncated."""
+    F = rb.signals["frame_n"] == 0
+    I_ = rb.signals["irdy_n"] == 0
+    starts = set(rb.start_clock.tolist())
+    ok = [c for c in range(rb.clocks - 1) if not (F[c] and not I_[c]) or c in starts]
+    start = draw(st.sampled_from(ok))
+    stop = draw(st.integers(start + 1, rb.clocks))
+    return crop(rb, start, stop)
+
+
+@st.composite
 def captures_with_truth(draw, *, mode: str | None = None, width: int | None = None,
                         with_ad: bool | None = None, timing: bool | None = None, bits: bool | None = None,
-                        masters: int | None = None, max_txns: int = 8) -> CaptureTruth:
+                        masters: int | None = None, max_txns: int = 8,
+                        window: bool | None = False) -> CaptureTruth:
     """A capture (state or timing mode) of legal activity, its profile and its truth.
 
     Unpack as ``capture, profile, records, words = ct``; ``ct.findings`` is empty for legal
-    activity except ``initial_latency`` never occurs and ``parity_error`` never occurs.
+    activity. ``window`` (None = drawn): the capture starts and stops at arbitrary clocks, so
+    records may be ``truncated`` and a transaction under way at the start is left out.
     """
     rb = draw(rendered_buses(mode=mode, width=width, with_ad=with_ad, masters=masters, max_txns=max_txns))
+    window = draw(st.booleans()) if window is None else window
+    if window:
+        rb = draw(cropped(rb))
     timing = draw(st.booleans()) if timing is None else timing
     bits = draw(st.booleans()) if bits is None else bits
     spc = draw(st.integers(4, 8)) if timing else None

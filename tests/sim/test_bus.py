@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pcitrace.capture.profile import bus_clocks, detect_profile
 from pcitrace.decode.records import WORD_DTYPE, diff_records
 from pcitrace.errors import PcitraceError
-from pcitrace.sim.bus import TxnSpec, is_read, render, to_capture
-from pcitrace.sim.strategies import rendered_buses
+from pcitrace.sim.bus import TxnSpec, crop, is_read, render, to_capture
+from pcitrace.sim.strategies import cropped, rendered_buses
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -288,6 +289,42 @@ def test_bad_specs_raise_pcitrace_error(spec, kw, what):
         render([spec], **kw)
 
 
+# -- cropping: captures that start or stop mid-activity ---------------------------------------
+
+def test_crop_truncates_and_drops_partial_transactions():
+    specs = [TxnSpec(0x7, 0x0, [1, 2, 3], target_waits={1: 2}), TxnSpec(0x6, 0x2_0000_0010, [4], idle_before=2),
+             TxnSpec(0x7, 0x20, [5, 6], idle_before=2, parity_error=1)]
+    rb = render(specs)
+    A, E = rb.start_clock, rb.end_clock
+    # start inside the first transaction (a data clock), stop inside the third's last phase
+    cb = crop(rb, int(A[0]) + 2, int(E[2]))
+    assert len(cb.records) == 2
+    r1, r2 = cb.records
+    assert r1["termination"] == "normal" and r1["start_ps"] == round((A[1] - A[0] - 2) * 1e12 / 33e6)
+    assert r2["termination"] == "truncated" and r2["data_phases"] == 1 and r2["bytes"] == 4
+    assert not r2["parity_error"] and len(cb.findings) == 0   # phase 1 never completed
+    assert list(cb.records["data_index"]) == [0, 1] and list(cb.words["record"]) == [0, 1]
+    # stopping on the last clock of a transaction still leaves it busy (no idle clock seen)
+    last = crop(rb, 0, int(E[2]) + 1)
+    assert last.records["termination"][2] == "truncated" and last.records["data_phases"][2] == 2
+    assert not last.records["parity_error"][2]                 # PAR of the last phase is not in it
+    whole = crop(rb, 0, int(E[2]) + 2)
+    assert whole.records["parity_error"][2] and whole.records["termination"][2] == "normal"
+    # a capture ending on the first DAC address phase
+    dac = crop(rb, 0, int(A[1]) + 1)
+    assert (dac.records["command"][1], dac.records["dac"][1], dac.records["address"][1]) == ("dac", True, 0x10)
+    for c in (cb, last, whole, dac):
+        assert_truth_matches_oracle(c)
+    with pytest.raises(PcitraceError, match="looks like an address phase"):
+        crop(rb, int(A[1]) + 1)                               # the second DAC phase
+
+
+@SETTINGS
+@given(rendered_buses(max_txns=6).flatmap(cropped))
+def test_cropped_truth_equals_independent_reading(cb):
+    assert_truth_matches_oracle(cb)
+
+
 # -- the PCI rules over random activity ----------------------------------------------------------
 
 def _parity_ok(ad, cbe, par, hi=False):
@@ -394,11 +431,14 @@ def test_timing_and_state_captures_show_the_same_clocks(rb):
     timing = to_capture(rb, samples_per_clock=5)
     s_sig, s_t = _from_capture(state, rb.bus)
     t_sig, t_t = _from_capture(timing, rb.bus)
-    # the timing capture's first rising edge is clock 1 (clock 0 has no low sample before it)
-    assert np.array_equal(t_t, s_t[1:len(t_t) + 1])
+    # every clock is a rising edge in both; the timing capture starts half a period earlier
+    lead = t_t[0] - s_t[0]
+    assert len(t_t) == len(s_t) and 0 < lead <= 1e12 / rb.clock_hz
+    assert np.all(np.abs(t_t - lead - s_t) <= 1e12 / (5 * rb.clock_hz))
     for k in s_sig:
-        assert np.array_equal(t_sig[k], s_sig[k][1:len(t_t) + 1]), k
-    assert not diff_records(state.records, timing.records)
+        assert np.array_equal(t_sig[k], s_sig[k]), k
+    assert not diff_records(state.records, timing.records, ignore=("start_ps", "end_ps"))
+    assert np.array_equal(timing.records["start_ps"], t_t[rb.start_clock])
     for name in ("frame_n", "ad", "gnt_n"):
         if name in rb.signals and name in s_sig:
             assert np.array_equal(s_sig[name], rb.signals[name])
@@ -432,8 +472,8 @@ def test_two_buses_in_one_timing_capture():
     assert np.array_equal(ct.records["data_index"], np.searchsorted(ct.words["record"], np.arange(3)))
     for rb in (a, b):
         sig, times = _from_capture(ct, rb.bus)
-        m = min(len(sig["frame_n"]), rb.clocks - 1)
-        assert np.array_equal(sig["frame_n"][:m], rb.signals["frame_n"][1:m + 1])
+        m = min(len(sig["frame_n"]), rb.clocks)
+        assert np.array_equal(sig["frame_n"][:m], rb.signals["frame_n"][:m])
         recs, words, _ = oracle(rb, {k: v[:m] for k, v in sig.items()}, times[:m])
         mine = ct.records[ct.records["bus"] == rb.bus]
         assert not diff_records(recs, mine, ignore=("data_index",))
@@ -459,5 +499,7 @@ def test_glitch_changes_no_sampled_value():
     assert list(gl.findings["kind"]) == ["glitch"]
     a, b = plain.capture.read(["IRDY#"])["IRDY#"], gl.capture.read(["IRDY#"])["IRDY#"]
     (i,) = np.flatnonzero(a != b)
-    assert i % 8 not in (0,) and gl.findings["time_ps"][0] == round(i * 1e12 / (8 * 33e6))
+    clk = gl.capture.read(["CLK"])["CLK"]
+    assert not (clk[i] == 1 and clk[i - 1] == 0)          # not at a sampling edge
+    assert gl.findings["time_ps"][0] == round(i * 1e12 / (8 * 33e6))
     assert np.array_equal(_from_capture(plain, "pci")[0]["irdy_n"], _from_capture(gl, "pci")[0]["irdy_n"])

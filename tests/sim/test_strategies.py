@@ -49,6 +49,12 @@ def test_captures_decode_to_their_truth(ct):
 
 
 @SETTINGS
+@given(captures_with_truth(window=True))
+def test_windowed_captures_decode_to_their_truth(ct):
+    assert_capture_decodes_to_truth(ct)
+
+
+@SETTINGS
 @given(captures_with_truth(mode="pcix", width=64, with_ad=True, timing=True, masters=2))
 def test_pcix_timing_captures_decode_to_their_truth(ct):
     assert "CLK" in ct.capture.channel_names
