@@ -138,7 +138,8 @@ class _Runs:
         self.rc = code[self.rs]
         self.n, self.R = n, len(self.rs)
         self.rs_ext = np.append(self.rs, n)          # [R] = n
-        self.rl = np.diff(self.rs_ext)
+        self.idt = np.int32 if n < 2**31 - 1 else np.int64
+        self.rl = np.diff(self.rs_ext).astype(self.idt)
         self._on: dict[str, np.ndarray] = {}
         self._cum: dict[str, np.ndarray] = {}
         self._nxt: dict[str, np.ndarray] = {}
@@ -147,13 +148,16 @@ class _Runs:
     def on(self, name: str) -> np.ndarray:
         """Per run (plus a False at R): is the run's code of the class."""
         if name not in self._on:
-            self._on[name] = np.append(_CLASSES[name](self.rc), False)
+            on = np.zeros(self.R + 1, bool)
+            on[:-1] = _CLASSES[name](self.rc)
+            self._on[name] = on
         return self._on[name]
 
     def cum(self, name: str) -> np.ndarray:
+        """Clocks of the class before each run (int32: a chunk holds far fewer than 2**31)."""
         if name not in self._cum:
-            c = np.zeros(self.R + 1, np.int64)
-            np.cumsum(self.rl * self.on(name)[:-1], out=c[1:])
+            c = np.zeros(self.R + 1, self.idt)
+            np.cumsum(np.where(self.on(name)[:-1], self.rl, 0), out=c[1:])
             self._cum[name] = c
         return self._cum[name]
 
@@ -166,13 +170,19 @@ class _Runs:
     def run_of(self, x: int) -> int:
         return self.R if x >= self.n else int(np.searchsorted(self.rs, x, side="right")) - 1
 
-    def upto(self, name: str, x, rx):
-        """Clocks of the class in [0, x); rx = run of x (R when x = n)."""
-        return self.cum(name)[rx] + (x - self.rs_ext[rx]) * self.on(name)[rx]
+    def at(self, x, rx):
+        """A position for upto/count: (run, offset into the run); offset None = run start."""
+        return rx, x - self.rs_ext[rx]
 
-    def count(self, name: str, a, ra, b1, rb1):
-        """Clocks of the class in [a, b1) (0 when empty)."""
-        return np.maximum(self.upto(name, b1, rb1) - self.upto(name, a, ra), 0)
+    def upto(self, name: str, p):
+        """Clocks of the class in [0, x) for the position p = at(x, run of x)."""
+        rx, off = p
+        c = self.cum(name)[rx]
+        return c if off is None else c + off * self.on(name)[rx]
+
+    def count(self, name: str, a, b):
+        """Clocks of the class in [a, b) (0 when empty); a, b positions from at()."""
+        return np.maximum(self.upto(name, b) - self.upto(name, a), 0)
 
     def first(self, name: str, x, rx, dense: bool = False):
         """(clock, run) of the first clock >= x of the class (n, R when none). ``dense``: many
@@ -301,28 +311,33 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         w64 = rec_width == 64
 
     # --- counts ---------------------------------------------------------------------------------
-    data_phases = runs.count("dp", lo, rlo, j, rj)
-    stop_clocks = runs.count("so", lo, rlo, j, rj)
-    initiator_waits = runs.count("iw", lo, rlo, j, rj)
+    Plo, Pj, Pfd1 = runs.at(lo, rlo), (rj, None), runs.at(fd1, rfd1)
+    data_phases = runs.count("dp", Plo, Pj)
+    stop_clocks = runs.count("so", Plo, Pj)
+    initiator_waits = runs.count("iw", Plo, Pj)
     if pcix:
         # PCI-X Split Response: TRDY# with DEVSEL# deasserted after the target had claimed the
         # transaction (PCI-X 1.0b 2.10.2); that clock ends the transaction like a STOP# clock.
-        stop_clocks = stop_clocks + runs.count("tndns", fd1, rfd1, j, rj)
-        initiator_waits = initiator_waits - runs.count("tndnsni", fd1, rfd1, j, rj)
+        stop_clocks = stop_clocks + runs.count("tndns", Pfd1, Pj)
+        initiator_waits = initiator_waits - runs.count("tndnsni", Pfd1, Pj)
     target_waits = (e - H) - data_phases - stop_clocks - initiator_waits
 
     # --- termination (first match wins) -----------------------------------------------------
     term = np.full(len(s), _TERM["normal"], np.int64)
-    kk, rkk = runs.first("sd", lo, rlo)               # first STOP# with DEVSEL#
-    has_k = kk <= e
-    before_k = runs.count("dp", lo, rlo, kk, rkk)
-    with_data = runs.count("dps", lo, rlo, j, rj) > 0   # a data phase completed with STOP#
+    # first STOP# with DEVSEL#, looked for only where there is one
+    has_k = runs.count("sd", Plo, Pj) > 0
+    before_k = np.zeros(len(s), np.int64)
+    ik = np.flatnonzero(has_k)
+    if len(ik):
+        kk, rkk = runs.first("sd", lo[ik], rlo[ik])
+        before_k[ik] = runs.count("dp", (rlo[ik], Plo[1][ik]), runs.at(kk, rkk))
+    with_data = runs.count("dps", Plo, Pj) > 0          # a data phase completed with STOP#
     term = np.where(has_k & (before_k == 0), _TERM["retry"], term)
     term = np.where(has_k & (before_k > 0), _TERM["disconnect_without_data"], term)
     term = np.where(has_k & with_data, _TERM["disconnect_with_data"], term)
-    term = np.where(runs.count("snd", fd1, rfd1, j, rj) > 0, _TERM["target_abort"], term)
+    term = np.where(runs.count("snd", Pfd1, Pj) > 0, _TERM["target_abort"], term)
     if pcix:
-        term = np.where(runs.count("tnd", fd1, rfd1, j, rj) > 0, _TERM["split_response"], term)
+        term = np.where(runs.count("tnd", Pfd1, Pj) > 0, _TERM["split_response"], term)
     term = np.where(~has_d, _TERM["master_abort"], term)
     term = np.where(truncated, _TERM["truncated"], term)
 
@@ -487,7 +502,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     lim, rlim = (upto_d, rupto_d) if pcix else (j, rj)
     for kind, lut, b1, rb1, what in (("trdy_without_devsel", "tnd", lim, rlim, "TRDY#"),
                                      ("stop_without_devsel", "snd", upto_d, rupto_d, "STOP#")):
-        cnt = runs.count(lut, lo, rlo, b1, rb1)
+        cnt = runs.count(lut, Plo, runs.at(b1, rb1))
         t = np.flatnonzero(cnt > 0)
         x, _ = runs.first(lut, lo[t], rlo[t])
         findings.add(times[x], kind, [f"{what} asserted without DEVSEL# on {int(c)} clock(s) of {w}"
@@ -505,7 +520,10 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         findings.add(times[x], "byte_enables_changed_in_wait",
                      [f"C/BE# changed from {int(cbe[i - 1] & bmask):X} to {int(cbe[i] & bmask):X} "
                       f"during a wait state of {w}" for i, w in zip(x, where_txt(t))])
-    fdp, _ = runs.first("dp", lo, rlo, dense=True)
+    long_ = np.flatnonzero(e - s > facts.MAX_INITIAL_LATENCY)
+    fdp = np.full(len(s), n, np.int64)
+    if len(long_):
+        fdp[long_] = runs.first("dp", lo[long_], rlo[long_])[0]
     late = (fdp <= e) & (fdp - s > facts.MAX_INITIAL_LATENCY)
     findings.add(times[fdp[late]], "initial_latency",
                  [f"first data phase {int(fdp[i] - s[i])} clocks after the address phase of {w}"
