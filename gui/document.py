@@ -109,7 +109,10 @@ class Document:
     # -- opening ------------------------------------------------------------------------
     @classmethod
     def open(cls, path, profile_path=None, *, progress: Callable = _progress_noop,
-             cancelled: Callable[[], bool] = lambda: False) -> "Document":
+             cancelled: Callable[[], bool] = lambda: False, partial: Callable | None = None,
+             chunk_samples: int = 1 << 22) -> "Document":
+        """Open and read the signal rows; ``partial(doc)`` is called with the rows filled so far
+        after 1, 2, 4, 8 ... chunks, so a viewer can paint long before a huge capture is read."""
         from pcitrace.capture import open_capture
         from pcitrace.capture.profile import resolve_profile
 
@@ -120,12 +123,13 @@ class Document:
                                 fix="capture again with a longer sample count")
         profile = resolve_profile(capture, os.fspath(profile_path) if profile_path else None)
         doc = cls(path, capture, profile)
-        doc.build_signal_rows(progress=progress, cancelled=cancelled)
+        doc.build_signal_rows(progress=progress, cancelled=cancelled, chunk_samples=chunk_samples,
+                              partial=(lambda: partial(doc)) if partial else None)
         return doc
 
     def build_signal_rows(self, *, progress: Callable = _progress_noop,
                           cancelled: Callable[[], bool] = lambda: False,
-                          chunk_samples: int = 1 << 22) -> None:
+                          chunk_samples: int = 1 << 22, partial: Callable | None = None) -> None:
         """Change lists of every shown signal: 1-bit lines from the samples as captured (so a
         glitch shows), AD / C/BE# as the value sampled at each rising clock edge."""
         cap, tb = self.capture, self.capture.timebase
@@ -150,6 +154,20 @@ class Document:
         names = list(dict.fromkeys(ch for _, _, ch in plan))
         builders = {n: ChangeBuilder(np.uint8) for n in names}
         total = max(cap.num_samples, 1)
+        empty = ChangeLOD(np.zeros(0, np.int64), np.zeros(0, np.uint8), self.start_ps)
+        for row in self.rows:
+            row.lod = empty if row.kind == "line" else ChangeLOD(np.zeros(0, np.int64),
+                                                                  np.zeros(0, np.uint64), self.start_ps)
+
+        def publish(final: bool):
+            for row, bus, ch in plan:
+                lod = builders[ch].build(self.end_ps) if final else builders[ch].snapshot()
+                if row.key.split("/", 1)[1] in bus.inverted:
+                    lod = ChangeLOD(lod.times, lod.values ^ np.uint8(1), lod.end_ps)
+                row.lod = lod
+
+        next_snapshot = 1
+        done_chunks = 0
         if names:
             for chunk in cap.iter_chunks(names, chunk_samples=chunk_samples):
                 if cancelled():
@@ -157,13 +175,16 @@ class Document:
                 for n in names:
                     builders[n].feed_indices(chunk.start, chunk.data[n], tb.times_at)
                 progress(0.6 * (chunk.start + chunk.length) / total, "reading signals")
-        end = self.end_ps
+                done_chunks += 1
+                if partial is not None and done_chunks == next_snapshot and \
+                        chunk.start + chunk.length < cap.num_samples:
+                    next_snapshot *= 2
+                    publish(final=False)
+                    partial()
+        publish(final=True)
         for row, bus, ch in plan:
-            lod = builders[ch].build(end)
-            if row.key.split("/", 1)[1] in bus.inverted:
-                lod = ChangeLOD(lod.times, lod.values ^ np.uint8(1), lod.end_ps)
-            row.lod = lod
             if row.key.endswith("/clk"):
+                lod = row.lod
                 rising = int(np.count_nonzero(lod.values == 1)) - int(lod.values[0] == 1 if len(lod.values) else 0)
                 self.clock_counts[bus.name] = max(rising, 0)
         # one pass per bus for its vectors, sampled at the bus clock

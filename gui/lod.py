@@ -46,6 +46,7 @@ class ChangeBuilder:
         self._times: list[np.ndarray] = []
         self._values: list[np.ndarray] = []
         self._last = None
+        self.end_ps = 0           # end of the samples fed so far (for snapshots)
 
     def feed(self, times_ps: np.ndarray, values: np.ndarray) -> None:
         """``times_ps[i]`` is when ``values[i]`` starts to hold (int64, increasing)."""
@@ -79,6 +80,16 @@ class ChangeBuilder:
             self._times.append(times_at(idx + start))
             self._values.append(values[idx].astype(self.dtype, copy=False))
         self._last = values[-1]
+        self.end_ps = int(times_at(np.array([start + len(values) - 1]))[0])
+
+    def snapshot(self) -> "ChangeLOD":
+        """What has been fed so far, as a drawable change list (rows fill in while loading)."""
+        if len(self._times) > 1:
+            self._times = [np.concatenate(self._times)]
+            self._values = [np.concatenate(self._values)]
+        t = self._times[0] if self._times else np.zeros(0, np.int64)
+        v = self._values[0] if self._values else np.zeros(0, self.dtype)
+        return ChangeLOD(t, v, self.end_ps)
 
     def build(self, end_ps: int) -> "ChangeLOD":
         t = np.concatenate(self._times) if self._times else np.zeros(0, np.int64)

@@ -193,11 +193,13 @@ class RowsItem(pg.GraphicsObject):
                 for a, b, k in zip(xa, xb, cls):
                     p.fillRect(QtCore.QRectF(a, y0, b - a, y1 - y0), pal[min(int(k), len(pal) - 1)])
                 if label_fn is not None:
-                    wide = np.flatnonzero(xb - xa > self.char_w * 4 + 6)
+                    # a label stops where the next interval starts (they may overlap in time)
+                    room = np.minimum(xb, np.append(xa[1:], np.inf)) - xa
+                    wide = np.flatnonzero(room > self.char_w * 4 + 6)
                     p.setFont(self.font)
                     p.setPen(QtGui.QColor("#ffffff"))
                     for i in wide:
-                        w = xb[i] - xa[i]
+                        w = room[i]
                         text = label_fn(int(idx[i]), w)
                         if text:
                             p.drawText(QtCore.QRectF(xa[i] + 3, y0, w - 6, y1 - y0),

@@ -43,6 +43,7 @@ class LoadWorker(QtCore.QObject):
     """Opens, reads and decodes a capture off the GUI thread."""
 
     progress = QtCore.pyqtSignal(float, str)
+    partial = QtCore.pyqtSignal(object)
     signalsReady = QtCore.pyqtSignal(object)
     decoded = QtCore.pyqtSignal(object)
     failed = QtCore.pyqtSignal(str)
@@ -61,7 +62,8 @@ class LoadWorker(QtCore.QObject):
         try:
             doc = Document.open(self.path, self.profile,
                                 progress=lambda f, t: self.progress.emit(0.3 * f, t),
-                                cancelled=lambda: self._cancel)
+                                cancelled=lambda: self._cancel,
+                                partial=self.partial.emit)
             self.signalsReady.emit(doc)
             if self.do_decode:
                 doc.decode(progress=lambda f, t: self.progress.emit(0.3 + 0.7 * f, t),
@@ -198,7 +200,8 @@ class Legend(QtWidgets.QWidget):
 
 
 class MainWindow(QtWidgets.QMainWindow):
-    documentReady = QtCore.pyqtSignal()     # signal rows shown
+    documentReady = QtCore.pyqtSignal()     # signal rows shown (maybe still filling in)
+    signalsComplete = QtCore.pyqtSignal()   # every signal row read
     decodeReady = QtCore.pyqtSignal()       # decoded rows and table filled
     loadFailed = QtCore.pyqtSignal(str)
 
@@ -409,6 +412,7 @@ class MainWindow(QtWidgets.QMainWindow):
         worker.moveToThread(thread)
         thread.started.connect(worker.run)
         worker.progress.connect(self._progress)
+        worker.partial.connect(self._partial)
         worker.signalsReady.connect(self._signals_ready)
         worker.decoded.connect(self._decoded)
         worker.failed.connect(self._failed)
@@ -457,9 +461,32 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_error(self, message: str):
         QtWidgets.QMessageBox.critical(self, "pcitrace", message)
 
-    def _signals_ready(self, doc):
-        if self._worker is not None and self.sender() is not None and self.sender() is not self._worker:
+    def _stale(self) -> bool:
+        """A signal from a worker that a newer open or a cancel has replaced."""
+        return self._worker is not None and self.sender() is not None and self.sender() is not self._worker
+
+    def _partial(self, doc):
+        if self._stale():
             return
+        if doc is not self.doc:
+            self._show(doc)
+        else:
+            self.timeline.rows_item.update()
+
+    def _signals_ready(self, doc):
+        if self._stale():
+            return
+        if doc is not self.doc:
+            self._show(doc)
+        else:
+            self.timeline.refresh_rows()
+        src = doc.profile.source if getattr(doc.profile, "source", None) else "file"
+        self.statusBar().showMessage(
+            f"{doc.path}: {doc.capture.num_samples:,} samples, {doc.capture.timebase.mode} mode, "
+            f"profile {doc.profile.describe()} ({src}); decoding …")
+        self.signalsComplete.emit()
+
+    def _show(self, doc):
         self.doc = doc
         self.setWindowTitle(f"pcitrace — {Path(doc.path).name}")
         self.timeline.set_document(doc)
@@ -467,10 +494,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.table.set_document(None)
         self.search_index = None
         self._apply_session(self._pending_session, phase=1)
-        src = doc.profile.source if getattr(doc.profile, "source", None) else "file"
-        self.statusBar().showMessage(
-            f"{doc.path}: {doc.capture.num_samples:,} samples, {doc.capture.timebase.mode} mode, "
-            f"profile {doc.profile.describe()} ({src}); decoding …")
+        self.statusBar().showMessage(f"{doc.path}: reading signals …")
         self.documentReady.emit()
 
     def _decoded(self, doc):

@@ -51,3 +51,20 @@ def test_decoded_rows_and_cursor_figures(sample):
 def test_session_path_beside_the_capture(tmp_path):
     assert session_path_for(tmp_path / "a.sr") == tmp_path / "a.pcitrace-session.json"
     assert session_path_for(tmp_path / "b.vcd.gz") == tmp_path / "b.pcitrace-session.json"
+
+
+def test_rows_fill_in_while_reading(sample):
+    seen = []
+
+    def partial(doc):
+        row = next(r for r in doc.rows if r.key == "send/trdy_n")
+        seen.append((row.lod.end_ps, row.lod.times.copy(), row.lod.values.copy()))
+
+    doc = Document.open(sample, partial=partial, chunk_samples=10_000)
+    # after 1, 2, 4, 8 ... of the 20 chunks: 5 snapshots, each a prefix of the final rows
+    assert [round(e / 25_000_000) for e, _, _ in seen] == [1, 2, 4, 8, 16]
+    final = next(r for r in doc.rows if r.key == "send/trdy_n").lod
+    for end, t, v in seen:
+        n = len(t)
+        assert np.array_equal(t, final.times[:n]) and np.array_equal(v, final.values[:n])
+        assert n == np.count_nonzero(final.times <= end)

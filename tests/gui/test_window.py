@@ -305,3 +305,54 @@ def test_cancel_during_decoding_keeps_the_window_usable(qtbot, window, sample, m
     monkeypatch.undo()
     open_and_wait(qtbot, window, sample)
     assert window.table.model.rowCount() == 1308
+
+
+def test_shift_drag_zooms_to_the_selection(qtbot, window, sample):
+    open_and_wait(qtbot, window, sample)
+    tl = window.timeline
+    tl.set_view(100e6, 200e6)
+    qtbot.wait(5)
+    vp = _viewport(window)
+    a = tl.x_of_ps(120e6)
+    b = tl.x_of_ps(150e6)
+    y = vp.height() // 3
+    shift = QtCore.Qt.ShiftModifier
+    _send_mouse(vp, QtCore.QEvent.MouseButtonPress, QtCore.QPoint(a.x(), y), mods=shift)
+    for k in range(1, 11):
+        x = a.x() + (b.x() - a.x()) * k // 10
+        _send_mouse(vp, QtCore.QEvent.MouseMove, QtCore.QPoint(x, y), QtCore.Qt.NoButton,
+                    QtCore.Qt.LeftButton, mods=shift)
+    _send_mouse(vp, QtCore.QEvent.MouseButtonRelease, QtCore.QPoint(b.x(), y), QtCore.Qt.LeftButton,
+                QtCore.Qt.NoButton, mods=shift)
+    qtbot.wait(5)
+    px = 100e6 / tl.vb.width()
+    t0, t1 = tl.view_range_ps()
+    assert t0 == pytest.approx(120e6, abs=3 * px) and t1 == pytest.approx(150e6, abs=3 * px)
+
+
+def test_markers_by_key_with_a_name(qtbot, window, sample, monkeypatch):
+    open_and_wait(qtbot, window, sample)
+    tl = window.timeline
+    tl.set_view(10e6, 30e6)
+    monkeypatch.setattr(QtWidgets.QInputDialog, "getText", staticmethod(lambda *a, **k: ("tx start", True)))
+    # the mouse is outside the plot: the marker goes to the view centre
+    QtGui.QCursor.setPos(window.mapToGlobal(QtCore.QPoint(-50, -50)))
+    window.activateWindow()
+    qtbot.keyClick(tl.plot, QtCore.Qt.Key_M)
+    assert tl.marker_list() == [("tx start", pytest.approx(20e6, rel=1e-6))]
+
+
+def test_drop_a_capture_file_opens_it(qtbot, window, sample):
+    mime = QtCore.QMimeData()
+    mime.setUrls([QtCore.QUrl.fromLocalFile(sample)])
+    pos = QtCore.QPoint(50, 50)
+    enter = QtGui.QDragEnterEvent(pos, QtCore.Qt.CopyAction, mime, QtCore.Qt.LeftButton, QtCore.Qt.NoModifier)
+    QtWidgets.QApplication.sendEvent(window, enter)
+    assert enter.isAccepted()
+    done = []
+    window.decodeReady.connect(lambda: done.append(1))
+    drop = QtGui.QDropEvent(QtCore.QPointF(pos), QtCore.Qt.CopyAction, mime, QtCore.Qt.LeftButton,
+                            QtCore.Qt.NoModifier)
+    QtWidgets.QApplication.sendEvent(window, drop)
+    qtbot.waitUntil(lambda: bool(done), timeout=60000)
+    assert window.doc.path == sample
