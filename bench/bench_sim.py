@@ -29,8 +29,6 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help="also write the .sr file (capture layer)")
     args = ap.parse_args()
 
-    import pcitrace.sim.bus as bus_mod
-    import pcitrace.sim.model as model_mod
     import pcitrace.sim.output as out
     from pcitrace.sim.scenario import load_scenario
 
@@ -72,7 +70,6 @@ def main() -> int:
             out.write_outputs(result, Path(d) / "bench.sr")
             stages["write .sr"] = time.perf_counter() - t
             total += stages["write .sr"]
-    del bus_mod, model_mod
     print(f"{clocks:,} clocks per bus x {len(sc.buses)} buses, {len(result.truth['records']):,} transactions, "
           f"{result.capture.num_samples:,} samples ({args.mode} mode)")
     for k, v in stages.items():

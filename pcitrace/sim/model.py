@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import math
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -344,7 +343,6 @@ class Model:
         """NIC bus-master read of ``payload`` from host memory at ``addr``."""
         cfg = pc.bus.cfg
         host, nic = cfg.host, cfg.nic
-        wbytes = cfg.width // 8
         pos, n = 0, len(payload)
         if cfg.kind == "pcix":
             yield from self._pcix_read(pc, addr, payload, purpose, seq, log)
@@ -376,7 +374,6 @@ class Model:
             pos += take
             if pos < n:
                 yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
-        del wbytes
 
     def _pcix_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
         """PCI-X: Memory Read Block requests of at most MMRBC, each answered by a split
@@ -496,6 +493,8 @@ class Model:
 
     # -- processes -------------------------------------------------------------------
     def app_stream(self):
+        """a's application: a send every spacing_us (plus jitter). In request/response mode
+        these are the requests; b answers each from its interrupt routine (isr)."""
         tr = self.sc.traffic
         t0 = self.us(tr.start_us)
         i = 0
@@ -508,10 +507,6 @@ class Model:
             yield ("until", t)
             yield from self.send(self.pcs["a"], tr.frame_bytes)
             i += 1
-
-    def app_request(self):
-        """a sends a request every spacing_us; b answers each (see rx_deliver)."""
-        yield from self.app_stream()
 
     def send(self, pc: _PC, user_bytes: int):
         """The driver's send: CSR setup group, then the NIC takes the packet."""
