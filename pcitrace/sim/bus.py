@@ -31,10 +31,11 @@ DEVSEL_ALIASES = {"a": "fast", "b": "medium", "c": "slow", "decode_a": "fast", "
                   "decode_c": "slow"}
 
 # Terminations a spec may ask for; the last three are PCI-X flavours of disconnect_with_data.
-SPEC_TERMINATIONS = ("normal", "retry", "disconnect_with_data", "disconnect_without_data",
+SPEC_TERMINATIONS = ("normal", "retry", "disconnect_with_data", "disconnect_without_data", "abandoned",
                      "target_abort", "master_abort", "split_response", "disconnect_adb",
                      "single_phase_disconnect")
-_RECORD_TERMINATION = {"disconnect_adb": "disconnect_with_data",
+_RECORD_TERMINATION = {"abandoned": "normal",
+                       "disconnect_adb": "disconnect_with_data",
                        "single_phase_disconnect": "disconnect_with_data"}
 
 # Clocks from the last header clock to the master abort: the master gives the subtractive
@@ -122,6 +123,9 @@ class TxnSpec:
     stopping slot; those clocks are termination clocks, not initiator waits.
     ``parity_error``: None, -1 (address phase) or a data phase index whose PAR is inverted.
     ``idle_before``: idle clocks before the address phase; 0 = fast back-to-back.
+    ``termination="abandoned"`` (a fault): the master never completes the phase after ``data``;
+    it waits on the target (``target_waits`` of that slot, at least one clock) and then starts
+    the next transaction at once, a ``frame_reasserted`` finding; the record says ``normal``.
     """
 
     command: int
@@ -251,11 +255,11 @@ def _shape(where: str, pcix: bool, read: bool, term: str, n: int | None, P: int,
     runs: list[tuple[int, int, int, int, int]] = [(HEAD, nhdr, 0, 0, 1)]
     H = nhdr - 1
     cur = H + 1
-    stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
+    stop_slot = term in ("retry", "disconnect_without_data", "target_abort", "abandoned")
     slots = P + 1 if stop_slot else max(P, 1)
     if n is None:
         min_first = None
-    elif term in ("target_abort", "split_response") and P == 0:
+    elif term in ("target_abort", "split_response", "abandoned") and P == 0:
         min_first = H + n + 1            # DEVSEL# must have been seen before it is released
     elif stop_slot and P == 0:
         min_first = H + n
@@ -312,11 +316,15 @@ def _shape(where: str, pcix: bool, read: bool, term: str, n: int | None, P: int,
             if early:
                 runs.append((EARLY_DSTOP if k < P else EARLY_STOP, early, src, off, 0))
                 master_done = True    # FRAME# goes with IRDY# once STOP# has been seen
+            if last and term == "abandoned":
+                w_t = max(w_t, 1)     # the final phase waits on the target until the master leaves
             if w_t:
                 runs.append((TWAIT_L if (last and master_done) else TWAIT, w_t, src, off, 0))
             cur += w_i + w_t
             tot_iw += w_i - early
             tot_tw += w_t
+            if last and term == "abandoned":
+                break
             extra = None
             if k < P:
                 if first_data is None:
@@ -413,6 +421,8 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     names = {c: table[c][0] for c in range(16)}
 
     reads = [is_read(c, mode) for c in range(16)]
+    prev_abandoned = False
+    reasserted: list[int] = []
     clock = 0
     n_words = 0
     for t, s in enumerate(specs):
@@ -463,8 +473,11 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
             raise PcitraceError(f"transaction {t}: master {master} is not one of {masters}", fix="index `masters`")
 
         idle = s.idle_before
-        if idle < 0:
+        if idle < 0 or prev_abandoned:
             idle = 0
+        if prev_abandoned:
+            reasserted.append(t)
+        prev_abandoned = term == "abandoned"
         if t == 0 and idle < 2:
             idle = 2          # a clock before the first address phase, in every capture mode
         A = clock + idle
@@ -763,6 +776,9 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     for t, lat in late:
         flist.append((int(times(t_start_a[t] + lat)), bus, "initial_latency",
                       f"{lat} clocks from the address phase to the first data phase"))
+    for t in reasserted:
+        flist.append((int(times(t_start_a[t])), bus, "frame_reasserted",
+                      "FRAME# asserted again while the final data phase was pending"))
     bad_parity = []
     for c, t, what in par_flips:
         if c < 0:
@@ -905,7 +921,7 @@ def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int
     if term == "single_phase_disconnect" and P != 1:
         raise PcitraceError(f"{where}: a single data phase disconnect moves exactly one word",
                             fix="give one data word")
-    stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
+    stop_slot = term in ("retry", "disconnect_without_data", "target_abort", "abandoned")
     slots = P + 1 if stop_slot else max(P, 1)
     iw = _sparse(s.initiator_waits, slots, f"{where} initiator_waits")
     tw = _sparse(s.target_waits, slots, f"{where} target_waits")
@@ -918,7 +934,7 @@ def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int
         for k in range(P - q + 1, P):   # STOP# stays asserted: no wait clocks between them
             iw.pop(k, None)
             tw.pop(k, None)
-    if term in ("normal", "split_response", "disconnect_adb"):
+    if term in ("normal", "split_response", "disconnect_adb", "abandoned"):
         master_done = True
     else:
         master_done = bool(s.master_done)

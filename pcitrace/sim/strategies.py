@@ -226,7 +226,7 @@ def captures_with_truth(draw, *, mode: str | None = None, width: int | None = No
 # -- faults ----------------------------------------------------------------------------------------
 
 FAULT_KINDS = ("glitch", "trdy_without_devsel", "stop_without_devsel", "irdy_without_transaction",
-               "byte_enables_changed_in_wait", "initial_latency", "parity_error")
+               "byte_enables_changed_in_wait", "initial_latency", "parity_error", "frame_reasserted")
 
 
 @dataclasses.dataclass
@@ -253,6 +253,8 @@ def _host(kind: str, mode: str, width: int) -> TxnSpec:
         return TxnSpec(0x6, 0x4000, [0x55555555], target_waits={0: 20}, idle_before=2)
     if kind == "parity_error":
         return TxnSpec(0x7, 0x5000, [0x66666666, 0x77777777], idle_before=2)
+    if kind == "frame_reasserted":
+        return TxnSpec(0x7, 0x7000, [0xBBBBBBBB], termination="abandoned", target_waits={1: 2}, idle_before=2)
     return TxnSpec(0x7, 0x6000, [0x88888888, 0x99999999, 0xAAAAAAAA], idle_before=2)   # glitch host
 
 
@@ -276,6 +278,8 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
             h.parity_error = draw(st.sampled_from([-1, 0, 1]))
         specs.insert(pos, h)
         hosts[k] = h
+    if "frame_reasserted" in hosts and specs[-1] is hosts["frame_reasserted"]:
+        specs.append(TxnSpec(0x6, 0x7100, [0xCCCCCCCC]))      # the transaction that cuts in
     index = {k: next(i for i, s in enumerate(specs) if s is h) for k, h in hosts.items()}
     host_at = set(index.values())
     specs[0] = dataclasses.replace(specs[0], idle_before=max(2, specs[0].idle_before))
@@ -311,14 +315,14 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
         elif k == "glitch":
             line = draw(st.sampled_from(["frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n"]))
             glitches.append((rb.bus, line, draw(st.integers(A, E))))
-    for k in ("initial_latency", "parity_error"):
+    for k in ("initial_latency", "parity_error", "frame_reasserted"):
         if k in kinds:
             t = index[k]
             for f in rb.findings:
                 if f["kind"] == k and rb.records["start_ps"][t] <= f["time_ps"] <= rb.records["end_ps"][t]:
                     per_clock.append((k, int(np.searchsorted(times, f["time_ps"]))))
     extra = [(int(times[c]), rb.bus, k, f"injected {k}") for k, c in per_clock
-             if k not in ("initial_latency", "parity_error")]
+             if k not in ("initial_latency", "parity_error", "frame_reasserted")]
     if extra:
         rb.findings = np.sort(np.concatenate((rb.findings, np.array(extra, FINDING_DTYPE))), order="time_ps")
     ct = to_capture(rb, samples_per_clock=draw(st.integers(6, 8)) if timing else None, glitches=glitches)

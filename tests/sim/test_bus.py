@@ -247,6 +247,19 @@ def test_parity_default_and_injected():
     assert_truth_matches_oracle(bad)
 
 
+def test_abandoned_final_phase_is_a_frame_reasserted_fault():
+    rb = render([TxnSpec(0x7, 0, [1, 2], termination="abandoned", target_waits={2: 2}),
+                 TxnSpec(0x6, 4, [3], idle_before=3)])
+    assert wave(rb, "frame_n")[:9] == "110001101"
+    assert wave(rb, "irdy_n")[:9] == "111000010"
+    r0, r1 = rb.records
+    assert (r0["termination"], r0["data_phases"], r0["target_waits"], r0["clocks"]) == ("normal", 2, 2, 5)
+    assert rb.start_clock[1] == rb.end_clock[0] + 1
+    (f,) = rb.findings
+    assert f["kind"] == "frame_reasserted" and f["time_ps"] == r1["start_ps"]
+    assert_truth_matches_oracle(rb)
+
+
 def test_initial_latency_finding_at_first_data_phase():
     rb = render([TxnSpec(0x6, 0x0, [1], target_waits={0: 20})])
     (f,) = rb.findings

@@ -163,6 +163,10 @@ def test_faults_leave_records_as_the_truth_says(fc):
         elif kind == "irdy_without_transaction":
             assert asserted["IRDY#"][c] and not asserted["FRAME#"][c - 1:c + 2].any()
             assert not asserted["IRDY#"][c - 1] and not asserted["IRDY#"][c + 1]
+        elif kind == "frame_reasserted":
+            assert asserted["FRAME#"][c] and not asserted["FRAME#"][c - 1]
+            assert asserted["IRDY#"][c - 1] and asserted["DEVSEL#"][c - 1]
+            assert not asserted["TRDY#"][c - 1] and not asserted["STOP#"][c - 1]
         elif kind == "byte_enables_changed_in_wait":
             assert sig["C/BE#"][c] != sig["C/BE#"][c - 1] and asserted["IRDY#"][c - 1:c + 1].all()
             assert not (asserted["TRDY#"][c - 1] and asserted["DEVSEL#"][c - 1])
