@@ -110,8 +110,20 @@ def _first_data_clocks(sig: dict, starts: np.ndarray) -> np.ndarray:
     return data[i]
 
 
+MAX_SAMPLES = 200_000_000      # about 2-4 GB of channel arrays: beyond that, refuse up front
+
+
 def simulate(sc: Scenario, progress=None) -> SimResult:
     """Run the model, render every captured bus, sample the probe lines, build the truth."""
+    per = [b.period_ps for b in sc.buses]
+    step = sample_period_ps(per) if sc.mode == "timing" else per[0]
+    want = int(sc.duration_us * 1e6) // step
+    if want > MAX_SAMPLES:
+        raise PcitraceError(f"duration_us = {sc.duration_us:g} needs {want:,} samples in {sc.mode} mode, "
+                            f"more than the {MAX_SAMPLES:,} the simulator holds in memory",
+                            path=sc.path, where="duration_us",
+                            fix=f"simulate at most {MAX_SAMPLES * step / 1e6:g} us"
+                            + (" or use mode = \"state\"" if sc.mode == "timing" else ""))
     model = run_model(sc, spec_clocks)
     duration = model.duration_ps
     buses = list(model.buses.values())

@@ -271,3 +271,10 @@ def test_bus_variants_decode_exactly(bus):
     if bus.get("kind") == "pcix" and bus["host"].get("completion_adb") == 1:
         comp = recs[recs["command"] == "split_completion"]
         assert (comp["bytes"] <= 128).all() and "disconnect_with_data" in set(comp["termination"])
+
+
+def test_too_long_a_capture_is_refused_before_the_work():
+    sc = scenario_from_dict({"duration_us": 900_000, "bus": TWO_BUSES})
+    with pytest.raises(PcitraceError, match="samples") as ei:
+        simulate(sc)
+    assert ei.value.where == "duration_us" and "state" in ei.value.fix
