@@ -97,16 +97,10 @@ def _kinds(findings) -> dict:
 
 def _pool_context():
     import multiprocessing as mp
-    methods = mp.get_all_start_methods()
-    # forkserver: workers fork from a clean server process, not from this one (which may run
-    # a progress thread); spawn where that does not exist.
-    if "forkserver" in methods:
-        ctx = mp.get_context("forkserver")
-        # Import the heavy modules once in the server, not once per worker.
-        ctx.set_forkserver_preload(["numpy", "pcitrace.capture", "pcitrace.decode", "pcitrace.analyse",
-                                    "pcitrace.report.batch"])
-        return ctx
-    return mp.get_context("spawn")
+    # fork: workers start with everything already imported (a forkserver or spawn start costs
+    # seconds of imports per batch on a busy machine). Workers only run report_one, so the
+    # progress-bar thread of the parent does not matter to them.
+    return mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
 
 
 def run_batch(tasks: Sequence[Task], options: AnalysisOptions, *, jobs: int = 1, dask_address: str | None = None,
