@@ -41,10 +41,11 @@ TX_CSR_READS = (0x0008, 0x3810, 0x3818, 0x00C0)              # STATUS, TDH, TDT,
 IRQ_CSR_READS = (0x00C0, 0x0008, 0x3810, 0x2810)             # ICR, STATUS, TDH, RDH
 IRQ_CSR_WRITES = (0x00D8, 0x2818, 0x00D0, 0x3818)            # IMC, RDT, IMS, TDT
 
-TX_BUF_BASE = 0x1F000000
-TX_RING_BASE = 0x1E800000
-RX_BUF_BASE = 0x1F800000
-RX_RING_BASE = 0x1E900000
+# Host memory the driver gives the NIC, as offsets from host.memory_base (default 0x1E800000).
+TX_RING = 0x000000
+RX_RING = 0x100000
+TX_BUF = 0x800000
+RX_BUF = 0x1000000
 RING = 256
 
 
@@ -260,6 +261,7 @@ class _PC:
         self.rx_count = 0
         self.tag = 0
         self.reads = 0
+        self.mem = bus.cfg.host.memory_base
 
 
 class Model:
@@ -534,10 +536,10 @@ class Model:
         while True:
             log, payload = yield ("get", pc.tx_queue)
             if nic.desc_bytes:
-                desc = (TX_BUF_BASE + (idx % RING) * 2048).to_bytes(8, "little") \
+                desc = (pc.mem + TX_BUF + (idx % RING) * 2048).to_bytes(8, "little") \
                     + len(payload).to_bytes(2, "little") + b"\x00\x0b\x00\x00\x00\x00"
                 desc = (desc + bytes(nic.desc_bytes))[:nic.desc_bytes]
-                yield from self._dma_read(pc, TX_RING_BASE + (idx % RING) * 16, desc, "desc_fetch",
+                yield from self._dma_read(pc, pc.mem + TX_RING + (idx % RING) * 16, desc, "desc_fetch",
                                           log.seq, log.tx_dma)
             self.eng.put(pc.tx_data_queue, (log, payload, idx))
             idx += 1
@@ -551,7 +553,7 @@ class Model:
             while pc.tx_inflight >= 2:
                 yield ("get", pc.tx_fifo_free)
             yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
-            yield from self._dma_read(pc, TX_BUF_BASE + (idx % RING) * 2048, payload, "data_read",
+            yield from self._dma_read(pc, pc.mem + TX_BUF + (idx % RING) * 2048, payload, "data_read",
                                       log.seq, log.tx_dma)
             pc.tx_inflight += 1
             self.eng.put(pc.wire, (log, payload, self.eng.now + self.us(nic.tx_latency_us), idx))
@@ -596,7 +598,7 @@ class Model:
         nic = pc.bus.cfg.nic
         if nic.status_bytes:
             status = (b"\x01" + bytes(nic.status_bytes))[:nic.status_bytes]
-            yield from self._dma_write(pc, TX_RING_BASE + (idx % RING) * 16 + 12 - (nic.status_bytes > 4) * 12,
+            yield from self._dma_write(pc, pc.mem + TX_RING + (idx % RING) * 16 + 12 - (nic.status_bytes > 4) * 12,
                                        status, "status_write", log.seq, log.tx_dma)
         yield from self._irq_event(pc, ("tx", log))
 
@@ -608,18 +610,18 @@ class Model:
             yield ("sleep", self.us(nic.rx_latency_us))
             if nic.desc_bytes and idx % nic.rx_desc_every == 0:
                 n = nic.rx_desc_every
-                descs = b"".join((RX_BUF_BASE + ((idx + k) % RING) * 2048).to_bytes(8, "little") + bytes(8)
+                descs = b"".join((pc.mem + RX_BUF + ((idx + k) % RING) * 2048).to_bytes(8, "little") + bytes(8)
                                  for k in range(n))
-                yield from self._dma_read(pc, RX_RING_BASE + (idx % RING) * 16, descs, "desc_fetch",
+                yield from self._dma_read(pc, pc.mem + RX_RING + (idx % RING) * 16, descs, "desc_fetch",
                                           log.seq, log.rx_dma)
                 yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
             # the NIC strips the CRC: memory gets the same bytes the sender's NIC read
-            yield from self._dma_write(pc, RX_BUF_BASE + (idx % RING) * 2048, payload, "data_write",
+            yield from self._dma_write(pc, pc.mem + RX_BUF + (idx % RING) * 2048, payload, "data_write",
                                        log.seq, log.rx_dma)
             if nic.status_bytes:
                 yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
                 status = (len(payload).to_bytes(2, "little") + b"\x00\x00\x03" + bytes(nic.status_bytes))
-                yield from self._dma_write(pc, RX_RING_BASE + (idx % RING) * 16 + 8 * (nic.status_bytes <= 8),
+                yield from self._dma_write(pc, pc.mem + RX_RING + (idx % RING) * 16 + 8 * (nic.status_bytes <= 8),
                                            status[:nic.status_bytes], "status_write", log.seq, log.rx_dma)
             idx += 1
             pc.rx_count += 1

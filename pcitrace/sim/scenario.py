@@ -56,6 +56,7 @@ Top level::
     csr_gap_clocks = 18         # clocks between the CPU's PIO accesses of one group
     irq_latency_us = 6.0        # interrupt -> first CSR access of the service routine
     retry_gap_clocks = 4        # clocks before the bridge repeats a retried access
+    memory_base = 0x1e800000    # descriptor rings and buffers (>= 4 GiB: DMA uses dual address cycles)
 
     [bus.nic]
     bar = 0xfebc0000            # memory BAR base (128 KiB)
@@ -124,6 +125,7 @@ class HostConfig:
     csr_gap_clocks: int = 18
     irq_latency_us: float = 6.0
     retry_gap_clocks: int = 4
+    memory_base: int = 0x1E800000
 
 
 @dataclasses.dataclass
@@ -385,7 +387,10 @@ def parse_scenario(data: dict, path: str | None = None) -> Scenario:
             "write_disconnect_bytes": {"lo": 0}, "split_latency_clocks": {"lo": 1, "hi": 100000},
             "completion_adb": {"lo": 0, "hi": 32}, "csr_gap_clocks": {"lo": 1, "hi": 100000},
             "irq_latency_us": {"lo": 0.0}, "retry_gap_clocks": {"lo": 1, "hi": 10000},
+            "memory_base": {"lo": 0, "hi": 2**64 - 2**26},
         })
+        if b.host.memory_base % 4096:
+            raise hr.err("memory_base", f"= {b.host.memory_base:#x} is not page aligned", "use a multiple of 0x1000")
         for key in ("read_disconnect_bytes", "write_disconnect_bytes"):
             v = getattr(b.host, key)
             if v and v % (b.width // 8):

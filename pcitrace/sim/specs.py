@@ -31,7 +31,7 @@ def _code(t: Txn) -> int:
 
 def _first_offset(t: Txn, code: int) -> tuple[int, int]:
     """(header clocks, clocks from the last header clock to the first data / stop clock)."""
-    header = 2 if t.pcix else 1
+    header = (2 if t.pcix else 1) + (t.address >= 1 << 32)     # + the DAC's second address phase
     read = is_read(code, "pcix" if t.pcix else "pci")
     if t.termination == "split_response":
         decode = t.devsel + 1
@@ -57,7 +57,7 @@ def spec_clocks(t: Txn) -> int:
     """Clocks the renderer draws for ``t``, address phase to the last FRAME#/IRDY# clock."""
     # Transactions repeat a few shapes (CSR accesses, bursts of a buffer): remember them.
     key = (t.command, t.pcix, t.termination, t.devsel, t.initial_waits, t.wait_every, t.nbytes,
-           t.width, t.address % (t.width // 8))
+           t.width, t.address % (t.width // 8), t.address >= 1 << 32)
     n = _CLOCKS.get(key)
     if n is None:
         n = _CLOCKS[key] = _spec_clocks(t)
@@ -130,7 +130,7 @@ _SHAPES: dict[tuple, tuple[int, dict]] = {}
 def _shape(t: Txn) -> tuple[int, dict]:
     """(command code, target_waits) of a transaction shape; shared, never modified."""
     key = (t.command, t.pcix, t.termination, t.devsel, t.initial_waits, t.wait_every, t.nbytes,
-           t.width, t.address % (t.width // 8))
+           t.width, t.address % (t.width // 8), t.address >= 1 << 32)
     got = _SHAPES.get(key)
     if got is None:
         code = _code(t)

@@ -278,3 +278,14 @@ def test_too_long_a_capture_is_refused_before_the_work():
     with pytest.raises(PcitraceError, match="samples") as ei:
         simulate(sc)
     assert ei.value.where == "duration_us" and "state" in ei.value.fix
+
+
+@pytest.mark.parametrize("kind, mhz", [("pci", 66), ("pcix", 133)])
+def test_buffers_above_4gib_use_dual_address_cycles(kind, mhz):
+    b = [dict(TWO_BUSES[0], kind=kind, clock_mhz=mhz, host={"memory_base": 0x2_0000_0000}), TWO_BUSES[1]]
+    r = sim(duration_us=60, bus=b)
+    recs = truth_records(r.truth)
+    dma = recs[(recs["bus"] == "send") & (recs["gnt"] == 1)]
+    assert len(dma) and dma["dac"].all() and (dma["address"] >= 1 << 32).all()
+    res = decode_capture(r.capture, r.profile)
+    assert diff_records(recs, res.records, ignore=("data_index",)) == []
