@@ -100,7 +100,6 @@ def _join(carry: Carry | None, sig: Mapping[str, np.ndarray], times_ps: np.ndarr
 
 # Control code of one clock: bit set = line asserted.
 _F, _I, _T, _S, _D = 1, 2, 4, 8, 16
-_CODES = np.arange(32)
 
 
 # Classes of a control code (docs/records.md, "Data phases and waits" and "Termination"),
