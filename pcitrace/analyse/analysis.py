@@ -225,7 +225,7 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
         dists[name] = Distribution.of(values, scale)
         hists[name] = Histogram.of(values, o.histogram_bins, scale)
     pause_after = pk.pauses(packets, o.pause_factor)
-    dists["pause_us"] = Distribution.of(packets["period_ps"][pause_after], 1e-6)
+    dists["pause_us"] = Distribution.of(pk.pause_gaps(packets)[pause_after], 1e-6)
 
     return BusAnalysis(facts, rule, records, classes, dirs, groups, bursts, transfers, packets, split,
                        rt, ro, window, pause_after, ppi, dists, hists)

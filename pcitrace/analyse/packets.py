@@ -46,6 +46,8 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   interrupt** counts, per interrupt group, the packets whose next interrupt group it is.
 - Packet **period** = from its anchor (setup group start, else first DMA) to the next packet's
   anchor; the occupancy of the period is the busy time inside it over its length.
+- **Transmit gaps** (pauses): data DMA to the next packet's data DMA longer than
+  ``pause_factor`` (3) x the median.
 """
 
 from __future__ import annotations
@@ -681,11 +683,22 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     return p, groups
 
 
+def pause_gaps(packets_: np.ndarray) -> np.ndarray:
+    """Time from each packet's data DMA to the next packet's (ps; NaN for the last packet).
+
+    Transmit gaps show here and not in the packet periods: the driver goes on posting frames
+    (its send routine keeps its rhythm) while the NIC, stopped by a pause frame, reads none."""
+    gaps = np.full(len(packets_), np.nan)
+    if len(packets_) > 1:
+        gaps[:-1] = np.diff(packets_["data_start_ps"]).astype(np.float64)
+    return gaps
+
+
 def pauses(packets_: np.ndarray, factor: float) -> np.ndarray:
-    """Indices of packets followed by a pause: a period longer than ``factor`` x the median period."""
-    period = packets_["period_ps"]
-    finite = np.isfinite(period)
+    """Indices of packets followed by a pause: a data-to-data gap longer than ``factor`` x the median."""
+    gaps = pause_gaps(packets_)
+    finite = np.isfinite(gaps)
     if finite.sum() < 3:
         return np.zeros(0, np.int64)
-    med = np.median(period[finite])
-    return np.flatnonzero(finite & (period > factor * med))
+    med = np.median(gaps[finite])
+    return np.flatnonzero(finite & (gaps > factor * med))
