@@ -440,11 +440,9 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
     keys_all = _access_keys(records, np.arange(len(records)))
 
     def members_of(gr):
-        out = []
-        for gi in range(gr.size):
-            lo, hi = gr["first_record"][gi], gr["last_record"][gi]
-            out.append(csr_idx[(csr_idx >= lo) & (csr_idx <= hi)])
-        return out
+        lo = np.searchsorted(csr_idx, gr["first_record"], side="left")
+        hi = np.searchsorted(csr_idx, gr["last_record"], side="right")
+        return [csr_idx[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
 
     members = members_of(groups)
     # Learn from the accesses leading up to each send's first DMA, in the time-only group that
