@@ -94,7 +94,13 @@ class ChangeBuilder:
     def build(self, end_ps: int) -> "ChangeLOD":
         t = np.concatenate(self._times) if self._times else np.zeros(0, np.int64)
         v = np.concatenate(self._values) if self._values else np.zeros(0, self.dtype)
-        return ChangeLOD(t, v, int(end_ps))
+        lod = ChangeLOD(t, v, int(end_ps))
+        lod.build_grid()
+        return lod
+
+
+GRID_POINTS = 1 << 18      # change counts at this many evenly spaced times per signal
+GRID_MIN_STEPS = 8         # use the grid when a pixel spans at least this many grid steps
 
 
 @dataclasses.dataclass
@@ -113,6 +119,21 @@ class ChangeLOD:
     times: np.ndarray     # int64 ps, when each value starts (times[0] = first sample)
     values: np.ndarray
     end_ps: int           # end of the capture
+    # zoomed-out views: changes up to each of GRID_POINTS evenly spaced times, so a view of
+    # most of a 50 M-sample capture reads W grid cells instead of searching W times through
+    # millions of changes (cache misses, not arithmetic, were the cost)
+    grid: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    grid_t0: float = 0.0
+    grid_step: float = 0.0
+
+    def build_grid(self, points: int = GRID_POINTS) -> None:
+        if len(self.times) < 4 * points // GRID_MIN_STEPS or self.end_ps <= self.times[0]:
+            return     # small enough that searching is cheap
+        self.grid_t0 = float(self.times[0])
+        self.grid_step = (self.end_ps - self.grid_t0) / points
+        pts = self.grid_t0 + self.grid_step * np.arange(points + 1)
+        counts = count_below(self.times, pts, inclusive=True)
+        self.grid = counts.astype(np.int32 if len(self.times) < 2**31 else np.int64)
 
     @property
     def changes(self) -> int:
@@ -137,7 +158,16 @@ class ChangeLOD:
             t[0] = lo
             return ColumnView(True, t, self.values[i0:i1], end=hi)
         edges = pixel_edges(t0, t1, width)
-        k = count_below(self.times, edges, inclusive=True) - 1
+        if self.grid is not None and (t1 - t0) / width >= GRID_MIN_STEPS * self.grid_step:
+            # pixel edges snapped to the grid: columns move by at most 1/16 pixel
+            g = np.clip(np.rint((edges - self.grid_t0) / self.grid_step), 0, len(self.grid) - 1)
+            edges = self.grid_t0 + g * self.grid_step
+            k = self.grid[g.astype(np.int64)].astype(np.int64) - 1
+        else:
+            # search only the slice of changes in view: it stays in cache
+            a = count_below(self.times, edges[0], inclusive=True)
+            b = count_below(self.times, edges[-1], inclusive=True)
+            k = a + count_below(self.times[a:b], edges, inclusive=True) - 1
         valid = k[:-1] >= 0
         vals = self.values[np.maximum(k[:-1], 0)]
         busy = (k[1:] - k[:-1]) > 0

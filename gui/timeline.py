@@ -498,6 +498,7 @@ class Timeline(QtWidgets.QWidget):
     viewChanged = QtCore.pyqtSignal()
 
     LABEL_WIDTH = 150
+    LANE = 18
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -573,7 +574,8 @@ class Timeline(QtWidgets.QWidget):
         doc = self.doc
         rows = [r for r in doc.rows if self.show_all_signals or r.key.split("/", 1)[1] not in MINOR_SIGNALS]
         rows = _order_groups(rows, doc)
-        layout, y, last = [], 0.0, None
+        # a blank lane on top carries the cursor and marker labels, clear of the rows' text
+        layout, y, last = [(D.Row("#lane", "", "", "lane", height=self.LANE), 0.0)], float(self.LANE), None
         for r in rows:
             if r.group != last:
                 layout.append((D.Row(f"{r.group}/#header", self._group_title(r.group), r.group, "header",
@@ -591,8 +593,13 @@ class Timeline(QtWidgets.QWidget):
         self.vb.setYRange(0, self.total_height, padding=0)
         axis_h = 70
         self.plot.setMinimumHeight(int(self.total_height + axis_h))
+        for line in [self.cursor_a, self.cursor_b] + [m for _, m in self.markers]:
+            self._place_label(line)
         self.rows_item.prepareGeometryChange()
         self.rows_item.update()
+
+    def _place_label(self, line):
+        line.label.setPosition((self.LANE / 2) / self.total_height)
 
     def _group_title(self, name: str) -> str:
         doc = self.doc
@@ -675,6 +682,7 @@ class Timeline(QtWidgets.QWidget):
         line.setZValue(9)
         self.vb.addItem(line, ignoreBounds=True)
         self.markers.append((name, line))
+        self._place_label(line)
         return line
 
     def clear_markers(self):

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pcitrace.analyse.occupancy import BusyTime
-from pcitrace.gui.lod import ChangeBuilder, IntervalLOD, busy_fraction
+from pcitrace.gui.lod import ChangeBuilder, ChangeLOD, IntervalLOD, busy_fraction
 
 
 def _line(seed, n=5000, p=0.05):
@@ -103,3 +103,24 @@ def test_busy_fraction_against_direct_overlap():
     bt = BusyTime.of(rec, 1000.0)
     f = busy_fraction(bt, 0, 10000, 10)
     assert f == pytest.approx([1, 1, 0, 1, 0, 0, 0, 0, 0, 1])
+
+
+def test_grid_columns_equal_exact_columns_at_the_snapped_edges():
+    v = _line(3, 400_000, 0.2)
+    lod = _lod_of(v, 1 << 16)
+    lod.build_grid(points=1 << 14)
+    assert lod.grid is not None
+    plain = ChangeLOD(lod.times, lod.values, lod.end_ps)      # no grid: exact search
+    for t0, t1, w in ((0, 4e8, 1000), (1e7, 3.9e8, 777), (-5e6, 4.1e8, 1600)):
+        g = lod.view(t0, t1, w)
+        assert not g.exact
+        # the grid path reports the edges it used; searching at those edges agrees
+        k = np.searchsorted(plain.times, np.floor(g.times).astype(np.int64), side="right") - 1
+        assert np.array_equal(g.values[k[:-1] >= 0], plain.values[k[:-1][k[:-1] >= 0]])
+        busy = (k[1:] - k[:-1]) > 0
+        inside = (g.times[:-1] < lod.end_ps) & (g.times[1:] > lod.times[0])
+        assert np.array_equal(g.busy, busy & inside & (k[:-1] >= 0))
+        # and the snapped edges inside the capture are within 1/8 pixel of the requested ones
+        want = np.linspace(t0, t1, w + 1)
+        ok = (want >= lod.times[0]) & (want <= lod.end_ps)
+        assert np.abs(g.times - want)[ok].max() <= (t1 - t0) / w / 8
