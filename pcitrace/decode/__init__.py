@@ -116,6 +116,11 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
                                        width=bus.width, bus=bus.name, carry=carry, final=True,
                                        ad_bits=ad_bits, cbe_bits=cbe_bits)
         recs.add(r), words.add(w), finds.add(f)
+    tb = capture.timebase
+    if tb.mode == "timing" and not tb.event_timed and bus.clock is not None:
+        # glitches live between clock edges: only the raw samples show them
+        from pcitrace.decode.engine import glitches
+        finds.add(glitches(capture, bus))
     summary = BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
                          _clock_hz(bus, first_times, clocks, start_ps, end_ps), clocks, start_ps, end_ps)
     return recs.array, words.array, finds.array, summary

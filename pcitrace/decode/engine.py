@@ -600,3 +600,59 @@ def _parity_findings(findings, hdr, wbad32, wbad64, s, sec, at, w_idx, w_txn, ex
         xs.append(w_idx[k])
         msgs.append(f"{which} parity error on data phase {k - excl[t] + 1} of {where_txt([t])[0]}")
     findings.add(times[np.asarray(xs, np.int64)], "parity_error", msgs)
+
+
+_CONTROL_NAMES = {"frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#",
+                  "devsel_n": "DEVSEL#"}
+
+
+def glitches(capture, bus, chunk_samples: int = 1 << 22) -> np.ndarray:
+    """`glitch` findings of a timing-mode capture: a control line that changes two or more
+    times between one CLK rising edge (exclusive) and the next (inclusive), reported at the
+    line's second-to-last edge in that period (where its last pulse began), as the reference
+    decoder does. Edges before the first clock count towards it; edges after the last do not.
+    Works on the raw samples in chunks; the per-line state carried is a count and two edges."""
+    findings = _Findings(bus.name)
+    clk = bus.clock
+    lines = [s for s in _CONTROL_NAMES if s in bus.signals]
+    if clk is None or not lines:
+        return findings.array()
+    chans = {s: bus.channels_of(s)[0] for s in lines}
+    tb = capture.timebase
+    prev_vals: dict[str, int] | None = None
+    pend = {s: 0 for s in lines}                      # edges since the last clock
+    last2 = {s: [-1, -1] for s in lines}              # (second-to-last, last) edge sample
+    for ch in capture.iter_chunks([clk] + list(dict.fromkeys(chans.values())), chunk_samples=chunk_samples):
+        c = ch.data[clk]
+        if not len(c):
+            continue
+        first = prev_vals is None
+        cc = c if first else np.concatenate(([prev_vals[clk]], c))
+        clocks = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0)) + (1 if first else 0) + ch.start
+        for s in lines:
+            v = ch.data[chans[s]]
+            vv = v if first else np.concatenate(([prev_vals[chans[s]]], v))
+            edges = np.flatnonzero(vv[1:] != vv[:-1]) + (1 if first else 0) + ch.start
+            if not len(clocks):
+                for x in edges[-2:]:
+                    last2[s] = [last2[s][1], int(x)]
+                pend[s] += len(edges)
+                continue
+            cum = np.searchsorted(edges, clocks, side="right")     # new edges up to each clock
+            count = np.diff(np.concatenate(([0], cum)))
+            count[0] += pend[s]
+            for i in np.flatnonzero(count >= 2):               # glitches are rare
+                new_here = cum[i] - (cum[i - 1] if i else 0)
+                if new_here >= 2:
+                    at = edges[cum[i] - 2]
+                elif new_here == 1:
+                    at = last2[s][1]
+                else:
+                    at = last2[s][0]
+                findings.add(tb.times_at(np.array([at])), "glitch",
+                             [f"{_CONTROL_NAMES[s]} changed {int(count[i])} times within one clock period"])
+            pend[s] = len(edges) - int(cum[-1])
+            for x in edges[-2:]:
+                last2[s] = [last2[s][1], int(x)]
+        prev_vals = {k: int(v[-1]) for k, v in ch.data.items()}
+    return findings.array()

@@ -101,3 +101,32 @@ def test_unknown_engine_is_a_user_error():
 def test_merge_of_nothing():
     r, w, f = merge_buses([])
     assert len(r) == len(w) == len(f) == 0
+
+
+def test_glitches_in_timing_capture_whatever_the_chunking():
+    from pcitrace.decode.engine import glitches
+
+    spc = 8                                        # samples per clock, CLK high in the second half
+    n_clk = 12
+    clk = np.tile(np.r_[np.zeros(spc // 2), np.ones(spc // 2)].astype(np.uint8), n_clk)
+    frame = np.ones(len(clk), np.uint8)
+    frame[21:23] = 0                               # a 2-sample pulse inside one clock period
+    irdy = np.ones(len(clk), np.uint8)
+    irdy[40:60] = 0                                # a clean assertion: one edge per period
+    stop = np.ones(len(clk), np.uint8)
+    stop[2:3] = 0                                  # before the first clock: counts towards it
+    stop[93:94] = 0                                # after the last clock (sample 92): never reported
+    arrays = {"CLK": clk, "FRAME#": frame, "IRDY#": irdy, "TRDY#": np.ones_like(clk),
+              "STOP#": stop, "DEVSEL#": np.ones_like(clk)}
+    cap = Capture.from_arrays(arrays, TimeBase.timing(100e6))
+    bus = BusProfile("pci", "pci", signals={"clk": "CLK", "frame_n": "FRAME#", "irdy_n": "IRDY#",
+                                            "trdy_n": "TRDY#", "stop_n": "STOP#", "devsel_n": "DEVSEL#"})
+    want = None
+    for chunk in (1, 3, 7, 22, 1000):
+        g = glitches(cap, bus, chunk_samples=chunk)
+        got = sorted(zip(g["time_ps"].tolist(), g["message"].tolist()))
+        want = want or got
+        assert got == want, chunk
+    times = [t for t, _ in want]
+    assert times == [20_000, 210_000]              # STOP# pulse at sample 2, FRAME# at sample 21
+    assert want[0][1].startswith("STOP#") and want[1][1].startswith("FRAME#")

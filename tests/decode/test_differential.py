@@ -19,7 +19,7 @@ from pcitrace.capture.profile import BusProfile, Profile
 from pcitrace.decode import decode_capture
 from pcitrace.decode.engine import USED
 from pcitrace.decode.records import diff_records
-from pcitrace.sim.strategies import captures_with_truth, rendered_buses
+from pcitrace.sim.strategies import captures_with_truth, faulty_activity, rendered_buses
 
 from .helpers import random_bus
 
@@ -94,6 +94,23 @@ def test_engines_agree_on_timing_captures(sigrok_cli, ct):
     ref = decode_capture(capture, profile, engine="sigrok")
     assert diff_records(records, fast.records) == []
     assert_engines_agree(fast, ref)
+
+
+@pytest.mark.sigrok
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture,
+                                                               HealthCheck.data_too_large])
+@given(fc=faulty_activity(timing=True))
+def test_engines_agree_on_faults_in_timing_captures(sigrok_cli, fc):
+    capture, profile, records, _ = fc
+    fast = decode_capture(capture, profile)
+    ref = decode_capture(capture, profile, engine="sigrok")
+    assert_engines_agree(fast, ref)
+    key = lambda f: sorted(zip(f["time_ps"].tolist(), f["kind"].tolist()))  # noqa: E731
+    assert key(fast.findings) == key(ref.findings)
+    got = set(key(fast.findings))
+    for kind, t in fc.faults:          # every injected fault is found where it was put
+        assert (t, kind) in got, (kind, t)
 
 
 # --- random (mostly illegal) activity: every corner of the rules ------------------------------
