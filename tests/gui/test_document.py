@@ -68,3 +68,27 @@ def test_rows_fill_in_while_reading(sample):
         n = len(t)
         assert np.array_equal(t, final.times[:n]) and np.array_equal(v, final.values[:n])
         assert n == np.count_nonzero(final.times <= end)
+
+
+def test_vcd_and_gzip_vcd_show_the_same_rows(tmp_path, violations):
+    import gzip
+    import shutil
+
+    from pcitrace.capture import open_capture, write_vcd
+
+    vcd = tmp_path / "v.vcd"
+    write_vcd(open_capture(violations), vcd)
+    shutil.copy(tmp_path / "violations.profile.toml", tmp_path / "v.profile.toml")
+    gz = tmp_path / "g.vcd.gz"
+    with open(vcd, "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shutil.copy(tmp_path / "violations.profile.toml", tmp_path / "g.profile.toml")
+    ref = Document.open(violations)
+    ref.decode()
+    for path in (vcd, gz):
+        doc = Document.open(path)
+        doc.decode()
+        assert np.array_equal(doc.result.records["start_ps"], ref.result.records["start_ps"])
+        a = next(r for r in doc.rows if r.key == "send/ad").lod
+        b = next(r for r in ref.rows if r.key == "send/ad").lod
+        assert np.array_equal(a.values, b.values)
