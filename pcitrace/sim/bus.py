@@ -1081,10 +1081,33 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         old_t = b.times_ps()
         if timing:
             ratio = b.clock_hz / samplerate_hz
-            x = (np.arange(n_samples, dtype=np.float64) - lead) * ratio
-            clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, b.clocks - 1)
-            arr = {k: v[clk_of] for k, v in arr.items()}
-            arr[pre + "CLK"] = (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8)
+            N = samplerate_hz / b.clock_hz
+            if abs(N - round(N)) < 1e-9:
+                # whole samples per clock: each clock's value starts ceil(N/4) samples after
+                # its edge (clock 0's from the start), built by repetition without an index array
+                N = int(round(N))
+                c4 = -(-N // 4)
+                C = b.clocks
+                head = lead + c4
+                tail_n = n_samples - head - (C - 1) * N
+
+                def spread(v):
+                    out = np.empty(n_samples, v.dtype)
+                    out[:head] = v[0]
+                    out[head:head + (C - 1) * N] = np.repeat(v[1:], N)
+                    out[n_samples - tail_n:] = v[-1]
+                    return out
+
+                arr = {k: spread(v) for k, v in arr.items()}
+                clk = np.zeros(n_samples, np.uint8)
+                body = clk[lead:lead + C * N].reshape(C, N)
+                body[:, :-(-N // 2)] = 1
+                arr[pre + "CLK"] = clk
+            else:
+                x = (np.arange(n_samples, dtype=np.float64) - lead) * ratio
+                clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, b.clocks - 1)
+                arr = {k: v[clk_of] for k, v in arr.items()}
+                arr[pre + "CLK"] = (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8)
             sigs["clk"] = pre + "CLK"
             edge = lead + np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
             new_t = np.rint(edge * (1e12 / samplerate_hz)).astype(np.int64)
