@@ -583,6 +583,8 @@ class Model:
 
     def _put_on_wire(self, direction, frame_bytes, payload, seq, kind) -> Frame:
         start = max(self.eng.now, self.link_free[direction])
+        # the MAC starts a frame on its byte clock
+        start = -(-start // self.byte_ps) * self.byte_ps
         wire = (PREAMBLE_BYTES + frame_bytes) * self.byte_ps
         f = Frame(seq, direction, kind, frame_bytes, start, start + wire, payload=payload)
         self.link_free[direction] = f.end_ps + IFG_BYTES * self.byte_ps
@@ -676,7 +678,12 @@ class Model:
         t = self.us(lk.pause_interval_us)
         while t < self.duration_ps:
             yield ("until", t)
-            f = self._put_on_wire("b_to_a", PAUSE_FRAME, b"", -1, "pause")
+            # MAC control PAUSE: reserved multicast address, type 0x8808, opcode 1, quanta
+            quanta = min(0xFFFF, int(lk.pause_us * 1e3 * lk.rate_gbps / 512))
+            body = (bytes.fromhex("0180c2000001") + bytes.fromhex("00022b000002") + b"\x88\x08"
+                    + b"\x00\x01" + quanta.to_bytes(2, "big"))
+            body += bytes(PAUSE_FRAME - 4 - len(body))
+            f = self._put_on_wire("b_to_a", PAUSE_FRAME, body, -1, "pause")
             arrive = f.end_ps + self.us(lk.propagation_us)
             self.pauses.append((arrive, arrive + self.us(lk.pause_us)))
             t += self.us(lk.pause_interval_us)

@@ -44,6 +44,7 @@ import dataclasses
 import json
 import math
 import os
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,7 +69,9 @@ PCI_CHANNELS = {
     "req64_n": "REQ64#", "ack64_n": "ACK64#", "req_n": "REQ#", "gnt_n": "GNT#",
 }
 AD_SIGNALS = ("ad", "cbe_n", "par", "par64")
-PROBE_CHANNELS = {"frame_present": "FRAME_PRESENT", "sof": "SOF"}
+PROBE_CHANNELS = {"frame_present": "FRAME_PRESENT", "sof": "SOF", "rxd": "RXD", "rx_dv": "RX_DV",
+                  "rx_clk": "RX_CLK"}
+GMII_PERIOD_PS = 8000            # 125 MHz byte clock of a 1 Gbit/s link
 
 
 @dataclasses.dataclass
@@ -266,6 +269,8 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
             sn = f"{d}.{PROBE_CHANNELS['sof']}"
             arrays[sn] = (sof > 0).astype(np.uint8)
             sigs["sof"] = sn
+        if sc.link.gmii:
+            sigs.update(_gmii_channels(d, fs, p, nsamples, arrays, widths, sc))
         profile_buses.append(BusProfile(name=d, kind="gbe_probe", signals=sigs,
                                         clock_hz=None if timing else 1e12 / periods[0],
                                         link_bps=sc.link.rate_gbps * 1e9))
@@ -278,6 +283,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
         st = f.start_ps + 7 * byte_ps
         frames_out.append({
             "link": f.link, "kind": f.kind, "seq": f.seq, "frame_bytes": f.frame_bytes,
+            "udpmon_seq": f.seq if f.kind == "data" else -1,
             "lost": f.lost, "probed": probed,
             "wire_start_ps": f.start_ps, "wire_end_ps": f.end_ps,
             "start_ps": int(sample_ps(a)), "end_ps": int(sample_ps(z)),
@@ -368,6 +374,40 @@ def records_to_dicts(records: np.ndarray, notes: dict[str, list] | None = None) 
         names += list(notes)
         cols += list(notes.values())
     return [dict(zip(names, row)) for row in zip(*cols)]
+
+
+def frame_wire_bytes(payload: bytes) -> bytes:
+    """What the wire carries for a frame: preamble, SFD, the frame and its CRC-32."""
+    return b"\x55" * 7 + b"\xd5" + payload + zlib.crc32(payload).to_bytes(4, "little")
+
+
+def _gmii_channels(d, frames, p, nsamples, arrays, widths, sc) -> dict:
+    """RXD[7:0], RX_DV and the free-running 125 MHz RX_CLK of one probed direction.
+
+    Frames start on the byte clock (the model aligns them); byte j is on RXD during
+    [start + 8j, start + 8(j+1)) ns and RX_CLK rises in the middle of it, so the first sample
+    after each rising edge reads that byte (the sample period is below half a byte time)."""
+    if p * 2 > GMII_PERIOD_PS:
+        raise PcitraceError(f"GMII needs samples closer than 4 ns; this capture samples every {p / 1000:g} ns",
+                            path=sc.path, where="link.gmii",
+                            fix="use buses of 66 MHz or faster (finer sampling), or gmii = false")
+    t = np.arange(nsamples, dtype=np.int64) * p
+    clk = (((t - GMII_PERIOD_PS // 2) % GMII_PERIOD_PS) < GMII_PERIOD_PS // 2).astype(np.uint8)
+    rxd = np.zeros(nsamples, np.uint64)
+    dv = np.zeros(nsamples, np.uint8)
+    for f in frames:
+        raw = np.frombuffer(frame_wire_bytes(f.payload), np.uint8)
+        a = -(-f.start_ps // p)
+        z = min(nsamples, -(-f.end_ps // p))
+        if a >= z:
+            continue
+        j = (t[a:z] - f.start_ps) // GMII_PERIOD_PS
+        rxd[a:z] = raw[np.minimum(j, len(raw) - 1)]
+        dv[a:z] = 1
+    names = {k: f"{d}.{PROBE_CHANNELS[k]}" for k in ("rxd", "rx_dv", "rx_clk")}
+    arrays[names["rxd"]], arrays[names["rx_dv"]], arrays[names["rx_clk"]] = rxd, dv, clk
+    widths[names["rxd"]] = 8
+    return names
 
 
 def _inject_signals(sc, sig, txns, starts, ends, rng, share) -> list[tuple[str, int, str]]:

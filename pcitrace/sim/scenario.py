@@ -35,6 +35,8 @@ Top level::
     pause_us = 60               # how long each pause stops a's transmitter
     loss = 0.0                  # probability that b drops a frame (CRC error / no buffer)
     lost = []                   # sequence numbers of frames b drops, besides `loss`
+    gmii = false                # also the GMII byte bus (RXD[7:0], RX_DV, 125 MHz RX_CLK) of
+                                # each probed direction, so decoders can read the frames
 
     [[bus]]                     # one table per captured bus; its NIC belongs to PC `pc`
     name = "send"               # channel prefix and record `bus` field
@@ -206,6 +208,7 @@ class LinkConfig:
     pause_us: float = 60.0
     loss: float = 0.0
     lost: list[int] = dataclasses.field(default_factory=list)
+    gmii: bool = False
 
 
 @dataclasses.dataclass
@@ -335,8 +338,11 @@ def parse_scenario(data: dict, path: str | None = None) -> Scenario:
     _fill(sc.link, lk, {
         "rate_gbps": {"choices": (1.0, 10.0)}, "propagation_us": {"lo": 0.0, "hi": 1e3},
         "sof": {}, "reverse_probe": {}, "pause_interval_us": {"lo": 0.0},
-        "pause_us": {"lo": 0.0, "hi": 3355.0}, "loss": {"lo": 0.0, "hi": 1.0},
+        "pause_us": {"lo": 0.0, "hi": 3355.0}, "loss": {"lo": 0.0, "hi": 1.0}, "gmii": {},
     })
+    if sc.link.gmii and (sc.mode != "timing" or sc.link.rate_gbps != 1.0):
+        raise lk.err("gmii", "needs a timing capture of a 1 Gbit/s link (125 MHz byte clock)",
+                     'set mode = "timing" and rate_gbps = 1, or gmii = false')
     lk.used.add("lost")
     lost = lk.table.get("lost", [])
     if not isinstance(lost, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0

@@ -289,3 +289,33 @@ def test_buffers_above_4gib_use_dual_address_cycles(kind, mhz):
     assert len(dma) and dma["dac"].all() and (dma["address"] >= 1 << 32).all()
     res = decode_capture(r.capture, r.profile)
     assert diff_records(recs, res.records, ignore=("data_index",)) == []
+
+
+def test_gmii_bytes_carry_the_frames():
+    from pcitrace.decode.probe import decode_probe_chunks
+
+    r = sim(duration_us=120, link={"gmii": True, "reverse_probe": True, "pause_interval_us": 50})
+    cap = r.capture
+    for d in ("a_to_b", "b_to_a"):
+        names = {k: f"{d}.{v}" for k, v in (("frame_present", "FRAME_PRESENT"), ("sof", "SOF"),
+                                            ("rxd", "RXD"), ("rx_dv", "RX_DV"), ("rx_clk", "RX_CLK"))}
+        sig = cap.read(list(names.values()))
+        frames = decode_probe_chunks([(0, cap.times_ps(), {k: sig[v] for k, v in names.items()})], link=d)
+        want = [f for f in r.truth["frames"] if f["link"] == d and not f["truncated"]]
+        got = [g for g in frames if not g["truncated"]]
+        assert len(got) == len(want) >= 2
+        for g, f in zip(got, want):
+            assert g["gmii"] and int(g["frame_bytes"]) == f["frame_bytes"]
+            assert int(g["udpmon_seq"]) == f["udpmon_seq"]
+            if f["kind"] == "data":
+                assert int(g["ethertype"]) == 0x0800 and int(g["udp_dport"]) == 5001
+            else:
+                assert int(g["ethertype"]) == 0x8808 and int(g["eth_dst"]) == 0x0180C2000001
+
+
+def test_gmii_needs_fine_timing_sampling():
+    with pytest.raises(PcitraceError, match="gmii"):
+        scenario_from_dict({"mode": "state", "link": {"gmii": True}, "bus": TWO_BUSES})
+    with pytest.raises(PcitraceError, match="4 ns") as ei:
+        sim(duration_us=10, link={"gmii": True}, bus=[dict(b, clock_mhz=33) for b in TWO_BUSES])
+    assert ei.value.where == "link.gmii"
