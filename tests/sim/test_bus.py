@@ -516,3 +516,18 @@ def test_glitch_changes_no_sampled_value():
     assert not (clk[i] == 1 and clk[i - 1] == 0)          # not at a sampling edge
     assert gl.findings["time_ps"][0] == round(i * 1e12 / (8 * 33e6))
     assert np.array_equal(_from_capture(plain, "pci")[0]["irdy_n"], _from_capture(gl, "pci")[0]["irdy_n"])
+
+
+@pytest.mark.parametrize("n", [4, 5, 7, 8])
+def test_timing_waveform_matches_the_quarter_period_rule(n):
+    """Sample s shows the clock whose quarter-period change point precedes it; CLK is low for the
+    first half period, then high in the first half of every clock."""
+    rb = render([TxnSpec(0x7, 0x0, [1, 2, 3]), TxnSpec(0x6, 0x10, [4], devsel="slow", idle_before=3)], width=64)
+    d = to_capture(rb, samples_per_clock=n).capture.read()
+    lead = -(-n // 2)
+    x = (np.arange(len(d["CLK"]), dtype=np.float64) - lead) / n
+    assert len(x) == lead + rb.clocks * n
+    clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, rb.clocks - 1)
+    assert np.array_equal(d["CLK"], (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8))
+    for canon, ch in (("frame_n", "FRAME#"), ("ad", "AD"), ("cbe_n", "C/BE#"), ("par64", "PAR64")):
+        assert np.array_equal(d[ch], rb.signals[canon][clk_of]), ch
