@@ -34,6 +34,7 @@ def main() -> int:
 
     sc = load_scenario(ROOT / "samples" / "pro1000_66mhz.scenario.toml")
     sc.mode = args.mode
+    sc.link.gmii = sc.link.gmii and args.mode == "timing"
     period = sc.buses[0].period_ps
     sc.duration_us = args.clocks * period / 1e6
 

@@ -118,6 +118,9 @@ MAX_SAMPLES = 200_000_000      # about 2-4 GB of channel arrays: beyond that, re
 
 def simulate(sc: Scenario, progress=None) -> SimResult:
     """Run the model, render every captured bus, sample the probe lines, build the truth."""
+    if sc.link.gmii and sc.mode != "timing":
+        raise PcitraceError("link.gmii needs a timing capture (the 125 MHz GMII clock is not a bus clock)",
+                            path=sc.path, where="link.gmii", fix='use mode = "timing" or gmii = false')
     per = [b.period_ps for b in sc.buses]
     step = sample_period_ps(per) if sc.mode == "timing" else per[0]
     want = int(sc.duration_us * 1e6) // step

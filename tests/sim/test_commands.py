@@ -68,3 +68,10 @@ def test_state_override_refuses_glitches(tmp_path, capsys):
     sc = write(tmp_path, SCENARIO.replace('duration_us = 40', 'duration_us = 40\n[faults]\nglitches = 1'))
     assert main(["simulate", str(sc), "-o", str(tmp_path / "o.sr"), "--mode", "state"]) == 2
     assert "faults.glitches" in capsys.readouterr().err
+
+
+def test_state_override_refuses_gmii(tmp_path, capsys):
+    sc = write(tmp_path, SCENARIO.replace('duration_us = 40', 'duration_us = 40\n[link]\ngmii = true'))
+    assert main(["simulate", str(sc), "-o", str(tmp_path / "o.sr"), "--mode", "state"]) == 2
+    err = capsys.readouterr().err
+    assert "link.gmii" in err and "timing" in err
