@@ -567,6 +567,7 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     p["data_dma_ps"] = transfers["span_ps"][data_idx]
     p["data_dma_ideal_ps"] = p["data_bytes"] / (bus_width / 8) * period_ps
 
+    sends_possible = True
     if records is not None and classes is not None:
         # Direction unknown (no C/BE#): the NIC fetches a descriptor right after the driver's
         # doorbell (its last CSR write), even when it reads the frame much later (backlog).
@@ -590,6 +591,10 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
             # keeps the "just before frame data" rule.
             if after_csr.sum() >= 0.25 * data_idx.size:
                 transfers["kind"][unk] = np.where(after_csr, DESCRIPTOR, STATUS)
+            else:
+                # No doorbells followed by a fetch: a receive bus. Its CSR groups are the
+                # driver's interrupt work, never a send's setup.
+                sends_possible = False
 
     # Descriptor fetches and write-backs both go in ring order.
     desc = np.flatnonzero(transfers["kind"] == DESCRIPTOR)
@@ -627,11 +632,12 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     for f in ("csr_setup_ps", "csr_group_ps", "csr_accesses", "csr_to_dma_ps", "interrupt_delay_ps"):
         p[f] = np.nan
     prev_data_end = np.r_[np.iinfo(np.int64).min, de[:-1]]
+    can_send = (p["direction"] == READ) | ((p["direction"] == UNKNOWN_DIR) & sends_possible)
 
     def setup_groups(groups):
         # Setup group: the last CSR group between the previous packet's data and this first DMA.
         g = np.searchsorted(groups["end_ps"], first, side="left") - 1
-        ok = (g >= 0) & (p["direction"] != WRITE)
+        ok = (g >= 0) & can_send
         ok &= groups["start_ps"][np.maximum(g, 0)] > prev_data_end
         return g, ok
 
@@ -639,11 +645,11 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
         g, ok = setup_groups(groups)
         if have_ad and records is not None:
             split = split_setup_routines(groups, records, classes, g, p["direction"] == READ, first,
-                                         p["direction"] != WRITE, search_groups=plain_groups,
+                                         can_send, search_groups=plain_groups,
                                          prompt_gap_ps=csr_gap_ps)
             if split is not None:
                 groups, g = split
-                ok = (g >= 0) & (p["direction"] != WRITE)
+                ok = (g >= 0) & can_send
         gi = g[ok]
         p["setup_group"][ok] = gi
         groups["setup"][gi] = True

@@ -26,7 +26,6 @@ PACKET_GAPS = {
     ("pro1000_33mhz", "send"): "bus saturated: send and interrupt routines reading the same registers "
                                "interleave access by access (2 of 43 setups start one access early)",
     ("control_only", "send"): "no AD / C/BE#: the send routine cannot be recognised by its registers",
-    ("control_only", "recv"): "no C/BE#: reads and writes cannot be told apart",
 }
 
 
