@@ -12,7 +12,8 @@ Top level::
     name = "pro1000_66mhz"      # used in the truth file
     seed = 1                    # numpy Generator seed: same scenario + seed = same capture
     duration_us = 600           # capture length
-    mode = "timing"             # "timing" (CLK channels, 4 samples per clock) or "state"
+    mode = "timing"             # "timing" (CLK channels, >= 4 samples per clock at a whole-Hz
+                                # rate, e.g. 400 MHz for 66 MHz buses) or "state" (one per clock)
     ad = true                   # capture AD/C/BE#/PAR (false = control-only capture)
     gnt = true                  # capture the NIC's REQ#/GNT#
 
@@ -28,7 +29,7 @@ Top level::
 
     [link]
     rate_gbps = 1               # 1 or 10
-    propagation_us = 0.5        # PHY + cable latency from a's wire start to b's
+    propagation_us = 0.5        # PHY + cable: frame off a's wire -> in b's receive FIFO
     sof = true                  # start-of-frame probe line besides frame-present
     reverse_probe = false       # also probe the b -> a direction (pause frames, answers)
     pause_interval_us = 0       # > 0: b sends a pause frame this often, a stops sending
