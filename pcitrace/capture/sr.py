@@ -425,10 +425,18 @@ def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES) ->
     meta += [f"unitsize={unitsize}", ""]
 
     per_chunk = max(1, chunk_bytes // unitsize)
+
+    def member(name: str) -> zipfile.ZipInfo:
+        # A fixed timestamp: the same capture always gives the same bytes.
+        info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.external_attr = 0o644 << 16
+        return info
+
     with atomic_path(path) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
-            zf.writestr("version", "2")
-            zf.writestr("metadata", "\n".join(meta))
+            zf.writestr(member("version"), "2")
+            zf.writestr(member("metadata"), "\n".join(meta))
             k = 0
             sources = sorted({src for _, src, _ in lines}, key=capture.channel_names.index)
             for ch in capture.iter_chunks(sources, chunk_samples=per_chunk):
@@ -440,13 +448,13 @@ def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES) ->
                         if bit else (arr & arr.dtype.type(1)).astype(np.uint8)
                     packed[:, pos >> 3] |= b << np.uint8(pos & 7)
                 k += 1
-                with zf.open(f"logic-1-{k}", "w", force_zip64=n * unitsize > (1 << 31)) as f:
+                with zf.open(member(f"logic-1-{k}"), "w", force_zip64=n * unitsize > (1 << 31)) as f:
                     f.write(packed.tobytes())
             if tb.mode == "state" and tb.timestamps_ps is not None:
                 bio = io.BytesIO()
                 np.save(bio, np.asarray(tb.timestamps_ps, dtype=np.int64), allow_pickle=False)
-                zf.writestr(TIMESTAMPS_MEMBER, bio.getvalue())
-            zf.writestr(EXTRA_MEMBER, json.dumps(extra, indent=1, sort_keys=True))
+                zf.writestr(member(TIMESTAMPS_MEMBER), bio.getvalue())
+            zf.writestr(member(EXTRA_MEMBER), json.dumps(extra, indent=1, sort_keys=True))
 
 
 def is_sr(path) -> bool:

@@ -293,3 +293,19 @@ def test_unstorable_channel_names(tmp_path, bad):
     cap = Capture.from_arrays({bad: np.zeros(3)}, TimeBase.timing(1e6))
     with pytest.raises(PcitraceError, match="channel name"):
         write_sr(cap, tmp_path / "n.sr")
+
+
+def test_writing_the_same_capture_twice_gives_identical_bytes(tmp_path):
+    # Regenerated samples must not change in git when their content did not:
+    # no wall-clock time may end up in the zip members.
+    import time
+
+    import numpy as np
+
+    from pcitrace.capture import Capture, TimeBase, write_sr
+
+    cap = Capture.from_arrays({"A": np.array([0, 1, 1, 0] * 50, np.uint8)}, TimeBase.timing(1e6))
+    write_sr(cap, tmp_path / "a.sr")
+    time.sleep(2.1)   # zip timestamps have a 2-second resolution
+    write_sr(cap, tmp_path / "b.sr")
+    assert (tmp_path / "a.sr").read_bytes() == (tmp_path / "b.sr").read_bytes()
