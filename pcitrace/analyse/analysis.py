@@ -155,6 +155,7 @@ class BusAnalysis:
             "bus_mbit_s": bytes_per_clock * 8 * f.clock_hz / 1e6,
             "gbe_us_per_byte": GBE_US_PER_BYTE,
             "data_dma_ideal_us": Distribution.of(data * us_per_byte),
+            "dma_burst_ideal_us": Distribution.of(self.bursts["bytes"].astype(np.float64) * us_per_byte),
             "wire_us": Distribution.of((data + WIRE_OVERHEAD_BYTES) * GBE_US_PER_BYTE) if data.size
             else Distribution.of([]),
         }

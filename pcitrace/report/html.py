@@ -118,7 +118,7 @@ _FIGURES = [
     ("packet period", "packet_period_us", "µs", None),
     ("occupancy per packet period", "packet_occupancy", "", None),
     ("DMA burst", "dma_burst_bytes", "bytes", None),
-    ("DMA burst", "dma_burst_us", "µs", None),
+    ("DMA burst", "dma_burst_us", "µs", "dma_burst_ideal_us"),
     ("DMA burst efficiency", "dma_burst_efficiency", "", None),
     ("frame on the wire (GbE)", None, "µs", "wire_us"),
 ]

@@ -75,12 +75,18 @@ def bus_figures(b: BusAnalysis) -> dict:
             "bus_mbit_s": _num(lim["bus_mbit_s"], 3),
             "gbe_us_per_byte": lim["gbe_us_per_byte"],
             "data_dma_ideal_us": lim["data_dma_ideal_us"].rounded(4),
+            "dma_burst_ideal_us": lim["dma_burst_ideal_us"].rounded(4),
             "wire_us": lim["wire_us"].rounded(4),
         },
     }
     for name in DISTRIBUTIONS:
         out[name] = b.distributions[name].rounded(4)
+    out["histograms"] = {name: _hist(b.histograms[name]) for name in DISTRIBUTIONS if name in b.histograms}
     return out
+
+
+def _hist(h) -> dict:
+    return {"counts": [int(c) for c in h.counts], "edges": [round(float(e), 6) for e in h.edges]}
 
 
 def _thin(x: np.ndarray, n: int = MAX_SERIES_POINTS) -> np.ndarray:

@@ -54,6 +54,10 @@ def test_json_has_the_documented_keys_and_the_analysers_figures(tmp_path, capsys
         assert b["clock_mhz"] == pytest.approx(66.6667, abs=1e-3)
         assert b["width"] == 64
         assert b["classification_rule"] == "gnt+bar"
+        h = b["histograms"]["dma_burst_bytes"]
+        assert sum(h["counts"]) == len(r.bursts) and len(h["edges"]) == len(h["counts"]) + 1
+        assert b["limits"]["dma_burst_ideal_us"]["max"] == pytest.approx(
+            r.bursts["bytes"].max() * b["limits"]["bus_us_per_byte"], rel=1e-3)
 
 
 def test_csv_and_markdown_one_row_per_capture_and_bus(tmp_path):
@@ -125,3 +129,23 @@ def test_unreachable_dask_scheduler_is_a_user_error(capsys):
     rc = main(["report", str(SAMPLES / "reqresp_64_1400.sr"), "--dask", "tcp://127.0.0.1:9"])
     assert rc == 2
     assert "Dask scheduler" in capsys.readouterr().err
+
+
+def test_directory_of_vcd_and_vcd_gz_captures_with_sidecar_profiles(tmp_path):
+    import gzip
+
+    from pcitrace.capture import open_capture, write_vcd
+    write_vcd(open_capture(SAMPLES / "reqresp_64_1400.sr"), tmp_path / "plain.vcd")
+    (tmp_path / "packed.vcd.gz").write_bytes(gzip.compress((tmp_path / "plain.vcd").read_bytes()))
+    for stem in ("plain", "packed"):
+        shutil.copy(SAMPLES / "reqresp_64_1400.profile.toml", tmp_path / f"{stem}.profile.toml")
+    ref = tmp_path / "ref.json"
+    out = tmp_path / "vcd.json"
+    assert main(["report", str(SAMPLES / "reqresp_64_1400.sr"), "-o", str(ref)]) == 0
+    assert main(["report", str(tmp_path), "-o", str(out)]) == 0
+    want = json.loads(ref.read_text())["captures"][0]["buses"]
+    got = json.loads(out.read_text())["captures"]
+    assert [c["capture"].rsplit("/", 1)[-1] for c in got] == ["packed.vcd.gz", "plain.vcd"]
+    for c in got:
+        assert c["profile"].endswith(".profile.toml")
+        assert c["buses"] == want
