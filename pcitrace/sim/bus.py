@@ -121,7 +121,8 @@ class TxnSpec:
     ``stop_early``: (conventional PCI, retry / disconnects) the target asserts STOP# (with TRDY#
     for a disconnect with data) during the last ``stop_early`` initiator wait clocks of the
     stopping slot; those clocks are termination clocks, not initiator waits.
-    ``parity_error``: None, -1 (address phase) or a data phase index whose PAR is inverted.
+    ``parity_error``: None, -1 (address phase) or a data phase index whose PAR is inverted;
+    ``parity_lane="par64"`` inverts PAR64 instead (data phases of a 64-bit transfer only).
     ``idle_before``: idle clocks before the address phase; 0 = fast back-to-back.
     ``termination="abandoned"`` (a fault): the master never completes the phase after ``data``;
     it waits on the target (``target_waits`` of that slot, at least one clock) and then starts
@@ -150,6 +151,7 @@ class TxnSpec:
     idle_before: int = 1
     master: int = 0
     parity_error: int | None = None
+    parity_lane: str = "par"
 
     @property
     def is_dac(self) -> bool:
@@ -159,7 +161,7 @@ class TxnSpec:
     def wide(self) -> bool:
         """64-bit transfer: REQ64# and ACK64# (never with a master abort)."""
         ack = self.req64 if self.ack64 is None else self.ack64
-        return bool(self.req64 and ack and self.devsel_name != "none")
+        return bool(self.req64 and ack and self.devsel_name != "none" and self.termination != "master_abort")
 
     @property
     def devsel_name(self) -> str:
@@ -211,21 +213,6 @@ def _parity(ad: np.ndarray, cbe: np.ndarray, hi: bool) -> np.ndarray:
     a = halves[half::2]
     c = (cbe >> 4) if hi else (cbe & 0xF)
     return ((np.bitwise_count(a) ^ np.bitwise_count(c)) & 1).astype(np.uint8)
-
-
-def _be_array(be, n: int, wide: bool) -> np.ndarray:
-    if be is None:
-        out = np.zeros(n, np.uint8)
-    elif np.isscalar(be):
-        out = np.full(n, int(be) & 0xFF, np.uint8)
-    else:
-        out = np.asarray(be, dtype=np.int64).astype(np.uint8)
-        if len(out) != n:
-            raise PcitraceError(f"{len(out)} byte enables for {n} data phases",
-                                fix="give one C/BE# value per completed data phase")
-    if not wide:
-        out = (out & 0x0F) | 0xF0      # upper C/BE# of a 32-bit transfer stay deasserted
-    return out
 
 
 @dataclasses.dataclass
@@ -558,9 +545,16 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         if s.parity_error is not None:
             pe = int(s.parity_error)
             if pe < 0:
+                if s.parity_lane != "par":
+                    raise PcitraceError(f"transaction {t}: PAR64 does not cover the address phase here",
+                                        fix="use parity_lane='par' for an address parity error")
                 par_flips.append((A, t, "address phase"))
             elif pe < P:
-                par_flips.append((-1 - (n_words + pe), t, f"data phase {pe}"))
+                if s.parity_lane not in ("par", "par64") or (s.parity_lane == "par64" and not wide):
+                    raise PcitraceError(f"transaction {t}: parity lane {s.parity_lane!r}",
+                                        fix="use 'par', or 'par64' on a 64-bit transfer")
+                lane = "64" if s.parity_lane == "par64" else ""
+                par_flips.append((-1 - (n_words + pe), t, f"data phase {pe}{' (PAR64)' if lane else ''}"))
             else:
                 raise PcitraceError(f"transaction {t}: parity error in data phase {pe} of {P}",
                                     fix="name an existing data phase or -1 for the address phase")
@@ -784,9 +778,10 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         if c < 0:
             c = int(data_clocks[-1 - c])
         bad_parity.append((t, c))
-        par[c + 1] ^= 1          # PAR covers the previous clock's AD and C/BE#
+        lane = sig["par64"] if what.endswith("(PAR64)") else par
+        lane[c + 1] ^= 1          # PAR / PAR64 cover the previous clock's AD and C/BE#
         if with_ad:
-            flist.append((int(times(c)), bus, "parity_error", f"PAR wrong for the {what}"))
+            flist.append((int(times(c)), bus, "parity_error", f"{'PAR64' if what.endswith('(PAR64)') else 'PAR'} wrong for the {what}"))
     findings = np.array(sorted(flist), dtype=FINDING_DTYPE) if flist else np.zeros(0, FINDING_DTYPE)
     nhdr_t = np.array([x.length[0] for x in shape_list], i64)[t_shape_a] if ntx else np.zeros(0, i64)
     return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,

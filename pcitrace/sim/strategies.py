@@ -252,7 +252,7 @@ def _host(kind: str, mode: str, width: int) -> TxnSpec:
     if kind == "initial_latency":
         return TxnSpec(0x6, 0x4000, [0x55555555], target_waits={0: 20}, idle_before=2)
     if kind == "parity_error":
-        return TxnSpec(0x7, 0x5000, [0x66666666, 0x77777777], idle_before=2)
+        return TxnSpec(0x7, 0x5000, [0x66666666, 0x77777777], idle_before=2, req64=width == 64)
     if kind == "frame_reasserted":
         return TxnSpec(0x7, 0x7000, [0xBBBBBBBB], termination="abandoned", target_waits={1: 2}, idle_before=2)
     return TxnSpec(0x7, 0x6000, [0x88888888, 0x99999999, 0xAAAAAAAA], idle_before=2)   # glitch host
@@ -276,6 +276,8 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
         h = _host(k, mode, width)
         if k == "parity_error":
             h.parity_error = draw(st.sampled_from([-1, 0, 1]))
+            if width == 64 and h.parity_error >= 0 and draw(st.booleans()):
+                h.parity_lane = "par64"
         specs.insert(pos, h)
         hosts[k] = h
     if "frame_reasserted" in hosts and specs[-1] is hosts["frame_reasserted"]:

@@ -260,6 +260,17 @@ def test_abandoned_final_phase_is_a_frame_reasserted_fault():
     assert_truth_matches_oracle(rb)
 
 
+def test_par64_error_on_a_64bit_data_phase():
+    rb = render([TxnSpec(0x7, 0x0, [1 << 40, 3], req64=True, parity_error=0, parity_lane="par64")], width=64)
+    assert rb.records["parity_error"][0]
+    assert _parity_ok(rb.signals["ad"], rb.signals["cbe_n"], rb.signals["par"]).all()
+    assert not _parity_ok(rb.signals["ad"], rb.signals["cbe_n"], rb.signals["par64"], hi=True).all()
+    assert "PAR64" in rb.findings["message"][0]
+    assert_truth_matches_oracle(rb)
+    with pytest.raises(PcitraceError, match="parity lane"):
+        render([TxnSpec(0x7, 0x0, [1], parity_error=0, parity_lane="par64")], width=64)
+
+
 def test_initial_latency_finding_at_first_data_phase():
     rb = render([TxnSpec(0x6, 0x0, [1], target_waits={0: 20})])
     (f,) = rb.findings

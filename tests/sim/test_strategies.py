@@ -189,3 +189,10 @@ def test_glitches_are_between_edges(fc):
         # some control line pulses for exactly one sample, and that sample is not a rising edge
         assert any(v[i] != v[i - 1] and v[i] != v[i + 1] for v in lines.values())
         assert not (clk[i] == 1 and clk[i - 1] == 0)
+
+
+@SETTINGS
+@given(faulty_activity(mode="pcix", width=64, timing=False, kinds=("parity_error", "trdy_without_devsel")))
+def test_pcix_64bit_faults_decode_to_their_truth(fc):
+    assert_capture_decodes_to_truth(fc.truth)
+    assert {k for k, _ in fc.faults} == {"parity_error", "trdy_without_devsel"}
