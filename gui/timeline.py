@@ -263,7 +263,7 @@ class RowsItem(pg.GraphicsObject):
             i0, i1 = count_below(t, np.array([c.t0, c.t1]))
             if 0 < i1 - i0 <= c.width // 5:
                 xs = c.x(t[i0:i1])
-                segs = np.column_stack([xs, np.full(len(xs), y1 - 5), xs, np.full(len(xs), y1)])
+                segs = np.column_stack([xs, np.full(len(xs), y1 - 3), xs, np.full(len(xs), y1)])
                 self._draw_segments(c.p, segs, QtGui.QColor("#ffffff"))
 
     def _paint_csr(self, c, row, y0, y1):
