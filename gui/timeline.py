@@ -407,6 +407,14 @@ def D_fmt(ps) -> str:
     return format_time(float(ps), 3).replace(" ", "")
 
 
+ANNOTATIONS = {"txn", "finding", "csr", "burst", "frames"}
+
+
+def format_abs(ps) -> str:
+    from pcitrace.gui.units import format_time
+    return format_time(float(ps), 7)
+
+
 def _hex(v: int, digits: int) -> str:
     # 64-bit AD carrying 32-bit data reads better without eight leading zeros
     if digits > 8 and v < (1 << 32):
@@ -494,6 +502,7 @@ class Timeline(QtWidgets.QWidget):
     """Rows + time axis + cursors + markers, with the navigation API the window and tests use."""
 
     recordClicked = QtCore.pyqtSignal(int)
+    annotationClicked = QtCore.pyqtSignal(str)
     cursorsChanged = QtCore.pyqtSignal()
     viewChanged = QtCore.pyqtSignal()
 
@@ -697,17 +706,66 @@ class Timeline(QtWidgets.QWidget):
     def _on_click(self, x, y, button, modifiers):
         t = x * US
         row = self.row_at(y)
-        if button == QtCore.Qt.LeftButton and row is not None and row.kind == "txn" and self.doc.result is not None:
-            tol = 4 * (self.view_range_ps()[1] - self.view_range_ps()[0]) / max(self.vb.width(), 1)
+        if button == QtCore.Qt.LeftButton and row is not None and self.doc is not None \
+                and self.doc.result is not None and row.kind in ANNOTATIONS:
+            v0, v1 = self.view_range_ps()
+            tol = 4 * (v1 - v0) / max(self.vb.width(), 1)
             i = row.lod.at(t, tol)
             if i is not None:
-                self.select_record(i)
-                self.recordClicked.emit(int(i))
+                rec, text = self.describe(row, int(i))
+                if text:
+                    self.annotationClicked.emit(text)
+                if rec is not None:
+                    self.select_record(rec)
+                    self.recordClicked.emit(int(rec))
                 return
         if button == QtCore.Qt.LeftButton:
             self.set_cursor("A", t)
         elif button in (QtCore.Qt.RightButton, QtCore.Qt.MiddleButton):
             self.set_cursor("B", t)
+
+    def describe(self, row, i: int) -> tuple[int | None, str]:
+        """(transaction to select or None, one line for the status bar) of annotation i."""
+        doc = self.doc
+        fmt = D_fmt
+        if row.kind == "txn":
+            return i, ""
+        if row.kind == "finding":
+            f = doc.result.findings[i]
+            return None, f"{f['bus']} {format_abs(f['time_ps'])}: {f['kind']}: {f['message']}"
+        if row.kind in ("csr", "burst"):
+            ba = doc.analysis.buses[row.group]
+            local = np.flatnonzero(doc.result.records["bus"] == row.group)
+            if row.kind == "csr":
+                g = ba.groups[i]
+                kind = "setup" if g["setup"] else "interrupt"
+                return (int(local[g["first_record"]]) if 0 <= g["first_record"] < len(local) else None,
+                        f"{kind} CSR group: {int(g['accesses'])} accesses, {int(g['retries'])} retries, "
+                        f"span {fmt(g['span_ps'])}, from {format_abs(g['start_ps'])}")
+            b = ba.bursts[i]
+            from pcitrace.analyse.packets import TRANSFER_KINDS
+            kind = TRANSFER_KINDS[int(ba.transfers["kind"][b["transfer"]])] if len(ba.transfers) else "?"
+            return (int(local[b["record"]]) if 0 <= b["record"] < len(local) else None,
+                    f"DMA burst ({kind}): {int(b['bytes'])} B in {fmt(b['duration_ps'])}, "
+                    f"{int(b['data_phases'])} data phases, {int(b['waits'])} waits, {b['termination']}")
+        if row.kind == "frames":
+            f = doc.result.frames[row.group][i]
+            text = (f"frame on {row.group}: {int(f['frame_bytes'])} B, wire {fmt(f['wire_time_ps'])}, "
+                    f"from {format_abs(f['start_ps'])}")
+            ch = doc.chains.get(row.group)
+            if ch is not None and len(ch.chain):
+                k = np.flatnonzero(ch.chain["wire_start_ps"] == f["start_ps"])
+                if len(k):
+                    c = ch.chain[k[0]]
+                    parts = []
+                    if c["send_pci_to_wire_ps"] >= 0:
+                        parts.append(f"send PCI -> wire {fmt(c['send_pci_to_wire_ps'])}")
+                    if c["wire_to_recv_pci_ps"] >= 0:
+                        parts.append(f"wire -> receive PCI {fmt(c['wire_to_recv_pci_ps'])}")
+                    if parts:
+                        text += "; " + ", ".join(parts)
+            return None, text
+        return None, ""
 
     def select_record(self, i: int | None):
         self.selected_record = None if i is None else int(i)

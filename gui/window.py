@@ -263,6 +263,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.statusBar().addPermanentWidget(self.cancel_button)
 
         self.timeline.recordClicked.connect(self._timeline_record_clicked)
+        self.timeline.annotationClicked.connect(lambda text: self.statusBar().showMessage(text, 20000))
         self.timeline.cursorsChanged.connect(self.update_measurements)
         self.table.recordActivated.connect(self._table_record_activated)
         self.table.filterError.connect(lambda m: self.show_error(m))

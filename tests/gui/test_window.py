@@ -356,3 +356,31 @@ def test_drop_a_capture_file_opens_it(qtbot, window, sample):
     QtWidgets.QApplication.sendEvent(window, drop)
     qtbot.waitUntil(lambda: bool(done), timeout=60000)
     assert window.doc.path == sample
+
+
+def test_clicks_on_analysis_rows(qtbot, window, violations):
+    doc = open_and_wait(qtbot, window, violations)
+    tl = window.timeline
+    ba = doc.analysis.buses["send"]
+    local = np.flatnonzero(doc.result.records["bus"] == "send")
+    # a DMA burst selects its transaction and names its transfer kind
+    b = ba.bursts[3]
+    tl.centre_on(float(b["start_ps"]), float(b["end_ps"]))
+    qtbot.wait(5)
+    _click(qtbot, window, _visible_point(window, (b["start_ps"] + b["end_ps"]) / 2, "send/#dma"))
+    assert tl.selected_record == local[b["record"]]
+    assert window.table.selected_record() == local[b["record"]]
+    assert window.statusBar().currentMessage().startswith("DMA burst (")
+    # a finding is described in the status bar
+    f = doc.result.findings[0]
+    tl.set_view(float(f["time_ps"]) - 1e6, float(f["time_ps"]) + 1e6)
+    qtbot.wait(5)
+    _click(qtbot, window, _visible_point(window, float(f["time_ps"]), "send/#find"))
+    assert str(f["kind"]) in window.statusBar().currentMessage()
+    assert str(f["message"])[:30] in window.statusBar().currentMessage()
+    # a frame on the wire: its size and delays
+    fr = doc.result.frames["a_to_b"][2]
+    tl.centre_on(float(fr["start_ps"]), float(fr["end_ps"]))
+    qtbot.wait(5)
+    _click(qtbot, window, _visible_point(window, (fr["start_ps"] + fr["end_ps"]) / 2, "a_to_b/#frames"))
+    assert window.statusBar().currentMessage().startswith(f"frame on a_to_b: {int(fr['frame_bytes'])} B")
