@@ -548,6 +548,7 @@ class Timeline(QtWidgets.QWidget):
         self.cursor_b = self._cursor_line("B", "#ef6c00")
         self.vb.sigXRangeChanged.connect(lambda *_: self.viewChanged.emit())
         self.vb.sigClicked.connect(self._on_click)
+        self.plot.scene().sigMouseMoved.connect(self._on_hover)
         self.vb.sigSelected.connect(lambda a, b: self.set_view(a * US, b * US))
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -723,6 +724,33 @@ class Timeline(QtWidgets.QWidget):
             self.set_cursor("A", t)
         elif button in (QtCore.Qt.RightButton, QtCore.Qt.MiddleButton):
             self.set_cursor("B", t)
+
+    def hover_text(self, t_ps: float, y: float) -> str:
+        """What the tooltip says at time t on the row at y ('' when nothing is there)."""
+        row = self.row_at(y)
+        if row is None or self.doc is None or self.doc.result is None or row.kind not in ANNOTATIONS:
+            return ""
+        v0, v1 = self.view_range_ps()
+        i = row.lod.at(t_ps, 3 * (v1 - v0) / max(self.vb.width(), 1))
+        if i is None:
+            return ""
+        if row.kind == "txn":
+            r = self.doc.result.records[i]
+            return (f"#{i} {self.doc.record_label(i, long=True)}\n"
+                    f"{format_abs(r['start_ps'])}, {int(r['clocks'])} clocks, {int(r['data_phases'])} data phases, "
+                    f"waits initiator {int(r['initiator_waits'])} / target {int(r['target_waits'])}, "
+                    f"DEVSEL# {r['devsel']}")
+        return self.describe(row, int(i))[1]
+
+    def _on_hover(self, scene_pos):
+        if not self.vb.sceneBoundingRect().contains(scene_pos):
+            return
+        p = self.vb.mapSceneToView(scene_pos)
+        text = self.hover_text(p.x() * US, p.y())
+        if text:
+            QtWidgets.QToolTip.showText(QtGui.QCursor.pos(), text, self.plot)
+        else:
+            QtWidgets.QToolTip.hideText()
 
     def describe(self, row, i: int) -> tuple[int | None, str]:
         """(transaction to select or None, one line for the status bar) of annotation i."""

@@ -384,3 +384,29 @@ def test_clicks_on_analysis_rows(qtbot, window, violations):
     qtbot.wait(5)
     _click(qtbot, window, _visible_point(window, (fr["start_ps"] + fr["end_ps"]) / 2, "a_to_b/#frames"))
     assert window.statusBar().currentMessage().startswith(f"frame on a_to_b: {int(fr['frame_bytes'])} B")
+
+
+def test_letter_shortcuts_do_not_steal_typing_in_the_search_box(qtbot, window, violations):
+    doc = open_and_wait(qtbot, window, violations)
+    before = window.timeline.view_range_ps()
+    window.search_edit.setFocus()
+    qtbot.keyClicks(window.search_edit, "send MemWr +-FZABMN")
+    assert window.search_edit.text() == "send MemWr +-FZABMN"
+    assert window.timeline.view_range_ps() == pytest.approx(before)
+    assert window.timeline.cursor_ps("A") is None and not window.timeline.markers
+    window.search_edit.setText("send memwr")
+    qtbot.keyClick(window.search_edit, QtCore.Qt.Key_Return)
+    i = window.timeline.selected_record
+    assert i is not None and doc.result.records["command"][i] == "mem_write"
+
+
+def test_hover_text_names_the_transaction(qtbot, window, sample):
+    doc = open_and_wait(qtbot, window, sample)
+    tl = window.timeline
+    rec = doc.result.records
+    i = 6
+    tl.centre_on(float(rec["start_ps"][i]), float(doc.record_end[i]))
+    y0, y1 = tl.row_y("send/#txn")
+    text = tl.hover_text((rec["start_ps"][i] + doc.record_end[i]) / 2, (y0 + y1) / 2)
+    assert text.startswith(f"#{i} MemRdMul 1F000000  256 B") and "32 data phases" in text
+    assert tl.hover_text((rec["start_ps"][i] + doc.record_end[i]) / 2, 1.0) == ""   # the label lane
