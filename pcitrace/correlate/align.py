@@ -198,7 +198,7 @@ def _close_mask(cap: np.ndarray) -> np.ndarray:
 
 
 def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: int, jl: int,
-           lookahead: int = 4) -> tuple[np.ndarray, np.ndarray]:
+           lookahead: int = 4, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Walk the capture in time order from the pair (il, jl), pairing each packet with the run
     packet that continues the numbering from the last pair, checked against the intervals.
 
@@ -235,7 +235,7 @@ def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: i
     r_i, r_n, r_t = il, int(rnum[jl]), float(run[jl])   # last real pair: time differences start here
     extra = 0
     follow = 0  # > 0: the capture repeats the run's irregular intervals (a real capture of it)
-    for i in range(il + 1, n_cap):
+    for i in range(il + 1, n_cap if stop is None else min(n_cap, stop)):
         if close[i]:
             extra += 1
             continue
@@ -252,7 +252,7 @@ def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: i
         virt = []   # (relative error, number) for numbers the run lost
         # Numbers between the last real pair and t come back in when the run has them: that
         # repairs a wrong guess made while the run had no times to check.
-        for u in sorted(set(range(r_n + 1, t + lookahead + 1)).union(nexts)):
+        for u in sorted(set(range(max(r_n + 1, t - lookahead), t + lookahead + 1)).union(nexts)):
             if not (lo_num <= u <= hi_num):
                 continue
             j = num_to_j.get(u)
@@ -324,29 +324,40 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / m if m > 0 else 0.0
 
 
-def _track_both(cap, run, rnum, tol, i0, j0):
+def _track_both(cap, run, rnum, tol, i0, j0, span: int | None = None):
     """Track forward from the anchor, and backward (the same walk on the reversed, negated
-    series) for the capture packets before it."""
-    ci_f, rj_f = _track(cap, run, rnum, tol, i0, j0)
+    series) for the capture packets before it; ``span`` limits each walk (for scoring)."""
+    ci_f, rj_f = _track(cap, run, rnum, tol, i0, j0, stop=None if span is None else i0 + span)
     if i0 == 0:
         return ci_f, rj_f
     n, m = len(cap), len(run)
-    ci_b, rj_b = _track(-cap[::-1], -run[::-1], -rnum[::-1], tol, n - 1 - i0, m - 1 - j0)
+    ci_b, rj_b = _track(-cap[::-1], -run[::-1], -rnum[::-1], tol, n - 1 - i0, m - 1 - j0,
+                        stop=None if span is None else n - 1 - i0 + span)
     ci_b, rj_b = (n - 1 - ci_b)[::-1], (m - 1 - rj_b)[::-1]
     return np.concatenate([ci_b[:-1], ci_f]), np.concatenate([rj_b[:-1], rj_f])
 
 
-def _best_track(cap, run, rnum, tol):
+def _score(cap, run, ci, rj, tol):
+    # Pairs whose offset hardly moves from the previous pair's: a true alignment keeps the
+    # offset steady except at sender stalls; a whole-packet shift breaks it wherever the
+    # intervals are irregular.
+    d = (cap[ci] - run[rj]).astype(float)
+    steady = int(np.sum(np.abs(np.diff(d)) <= tol / 2)) if len(d) > 1 else 0
+    return steady, len(ci)
+
+
+def _best_track(cap, run, rnum, tol, span: int = 400, finalists: int = 4):
     start = (0, int(np.argmin(run)))
+    anchors = _anchor_candidates(cap, run, rnum, tol)
+    if len(cap) > 2 * span and len(anchors) > finalists:
+        # Long series: rank every anchor on a stretch around it, track the best few fully.
+        ranked = sorted(anchors, key=lambda a: _score(cap, run, *_track_both(cap, run, rnum, tol, *a, span=span), tol),
+                        reverse=True)
+        anchors = ranked[:finalists] + ([start] if start in anchors and start not in ranked[:finalists] else [])
     results = []
-    for i0, j0 in _anchor_candidates(cap, run, rnum, tol):
+    for i0, j0 in anchors:
         ci, rj = _track_both(cap, run, rnum, tol, i0, j0)
-        # Pairs whose offset hardly moves from the previous pair's: a true alignment keeps
-        # the offset steady except at sender stalls; a whole-packet shift breaks it wherever
-        # the intervals are irregular.
-        d = (cap[ci] - run[rj]).astype(float)
-        steady = int(np.sum(np.abs(np.diff(d)) <= tol / 2)) if len(d) > 1 else 0
-        results.append(((steady, len(ci)), (i0, j0), ci, rj))
+        results.append((_score(cap, run, ci, rj, tol), (i0, j0), ci, rj))
     best = max(results, key=lambda r: r[0])
     # A regular stream (a simulator's, or a paced sender's) against a run fits equally well at
     # whole-packet shifts; then the stream's start is the evidence: when the capture and the
