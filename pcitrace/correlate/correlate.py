@@ -30,7 +30,7 @@ class CapturePackets:
     occupancy. ``seq``: UDPmon frame numbers when the payload was readable on the bus.
     """
     bus: str
-    direction: str                     # 'tx', 'rx' or '?'
+    direction: str                     # 'tx', 'rx', 'wire' (probe) or '?'
     time_ps: np.ndarray
     bytes: np.ndarray
     figures: dict[str, np.ndarray] = field(default_factory=dict)
@@ -109,7 +109,25 @@ def capture_packets(path: str | Path, *, profile: str | Path | None = None, engi
     packets = packets_from_analysis(analyse(result))
     for cp in packets:
         cp.seq = payload_numbers(result, cp.bus, cp.time_ps)
-    return packets
+    return packets + packets_from_frames(result.frames)
+
+
+def packets_from_frames(frames: dict) -> list[CapturePackets]:
+    """Probe links as packet series: one per frame, at the frame's start on the wire, with the
+    UDPmon (or iperf2) number the probe's GMII bytes carried when it had them."""
+    out = []
+    for link, f in sorted(frames.items()):
+        if len(f) == 0:
+            continue
+        seq = None
+        for col in ("udpmon_seq", "iperf_seq"):
+            if col in f.dtype.names and (f[col] >= 0).any():
+                seq = f[col].astype(np.int64)
+                break
+        figures = {"wire_time_us": f["wire_time_ps"].astype(float) / 1e6}
+        out.append(CapturePackets(str(link), "wire", f["start_ps"].astype(np.int64),
+                                  f["frame_bytes"].astype(np.int64), figures, seq, None, None, source="probe"))
+    return out
 
 
 def _frame_head(words_t, words_a, words_v, words_wb, base: int, t0: int, t1: int, nbytes: int) -> bytes | None:

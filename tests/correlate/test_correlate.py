@@ -236,3 +236,19 @@ def test_sweep_errors(tmp_path):
         find_captures(tmp_path)
     with pytest.raises(PcitraceError, match="not a directory"):
         find_captures(tmp_path / "nope")
+
+
+@pytest.mark.slow
+def test_probe_link_frames_align_too(g_sim, g_packets):
+    """The a->b probe shows every frame on the wire, the lost ones too (the receiver drops
+    them after the wire)."""
+    _path, truth = g_sim
+    probe = g_packets["a_to_b"]
+    assert probe.direction == "wire" and probe.source == "probe"
+    run = run_packets(read_runlog(G_LOG), "send")
+    c = correlate(probe, run)
+    s = c.summary()
+    assert s["mismatched"] == 0 and s["lost_seen_on_bus"] == 294
+    start_to_number = {int(f["start_ps"]): f["seq"] + 1 for f in truth["frames"] if f["link"] == "a_to_b"}
+    for r in c.rows:
+        assert r["number"] == start_to_number[int(probe.time_ps[r["capture_index"]])]
