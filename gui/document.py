@@ -312,6 +312,15 @@ class Document:
                 t = w["time_ps"][sel]
                 order = np.argsort(t, kind="stable")
                 self.word_bytes[name] = (t[order], np.concatenate(([0], np.cumsum(nbytes[sel][order]))))
+        self.bus_spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.busy: dict = {}
+        for name in res.buses:
+            sel = recs["bus"] == name
+            self.bus_spans[name] = (recs["start_ps"][sel], np.maximum.accumulate(self.record_end[sel])
+                                    if sel.any() else self.record_end[sel])
+            # busy time straight from the records: the cursor figures need no analyser
+            if name in self.periods and res.buses[name].kind in ("pci", "pcix"):
+                self.busy[name] = BusyTime.of(recs[sel], self.periods[name])
         new: list[Row] = []
         for bus in self.profile.buses:
             name = bus.name
@@ -339,9 +348,9 @@ class Document:
                     cls = np.where(kinds == DATA, 2, np.where(kinds == DESCRIPTOR, 1, 0)).astype(np.int16)
                     new.append(Row(f"{name}/#dma", "DMA bursts", name, "burst",
                                    IntervalLOD(b["start_ps"], b["end_ps"], cls), height=20))
-                    period = self.periods.get(name, 1.0)
-                    new.append(Row(f"{name}/#occ", "Occupancy", name, "occupancy",
-                                   BusyTime.of(ba.records, period), height=16))
+                    if name in self.busy:
+                        new.append(Row(f"{name}/#occ", "Occupancy", name, "occupancy",
+                                       self.busy[name], height=16))
             elif bus.kind == "gbe_probe" and name in res.frames:
                 fr = res.frames[name]
                 new.append(Row(f"{name}/#frames", "Frames", name, "frames",
@@ -371,9 +380,9 @@ class Document:
         return int(round(float((rec["bytes"][sel] * frac).sum())))
 
     def transactions_between(self, bus: str, t0: float, t1: float) -> int:
-        rec = self.result.records
-        sel = (rec["bus"] == bus) & (rec["start_ps"] < t1) & (self.record_end > t0)
-        return int(sel.sum())
+        """Transactions of ``bus`` overlapping [t0, t1) (one bus's never overlap each other)."""
+        starts, ends = self.bus_spans[bus]
+        return max(count_below(starts, t1) - count_below(ends, t0, inclusive=True), 0)
 
     # -- labels ---------------------------------------------------------------------------
     def record_label(self, i: int, long: bool = False) -> str:

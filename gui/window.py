@@ -123,14 +123,9 @@ def measure(doc, a_ps: float | None, b_ps: float | None) -> list[tuple[str, str]
     rows += [("Δt", format_time(dt, 6)), ("1/Δt", format_freq(1e12 / dt) if dt > 0 else "-")]
     if doc is None or doc.result is None or dt <= 0:
         return rows
-    rec = doc.result.records
-    for name, ba in (doc.analysis.buses.items() if doc.analysis else []):
-        period = doc.periods.get(name)
-        if not period:
-            continue
-        from pcitrace.analyse.occupancy import BusyTime
-        busy = BusyTime.of(ba.records, period)
-        busy_ps = float(busy.between(t0, t1))
+    for name in doc.busy:
+        period = doc.periods[name]
+        busy_ps = float(doc.busy[name].between(t0, t1))
         clocks = dt / period
         nbytes = doc.bytes_between(name, t0, t1)
         rows += [(f"{name}", ""),
@@ -502,7 +497,6 @@ class MainWindow(QtWidgets.QMainWindow):
         if doc is not self.doc:
             return
         self.timeline.set_document(doc, keep_view=True)
-        self._apply_session(self._pending_session, phase=1)
         self.table.set_document(doc)
         self._apply_session(self._pending_session, phase=2)
         self._pending_session = None

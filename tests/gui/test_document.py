@@ -46,6 +46,11 @@ def test_decoded_rows_and_cursor_figures(sample):
     expect = sum(bin(int(~be & m & 0xFF)).count("1") for be, m in zip(w["byte_enables"], mask))
     assert doc.bytes_between("send", 0, doc.end_ps + 1) == expect
     assert doc.transactions_between("send", 0, doc.end_ps + 1) == len(sel)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        a, b = np.sort(rng.uniform(0, doc.end_ps, 2))
+        brute = int(((ref.records["bus"] == "send") & (ref.records["start_ps"] < b) & (doc.record_end > a)).sum())
+        assert doc.transactions_between("send", a, b) == brute
 
 
 def test_session_path_beside_the_capture(tmp_path):

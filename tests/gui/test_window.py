@@ -127,6 +127,13 @@ def test_cursors_by_click_and_measurements(qtbot, window, sample):
     mbs = doc.bytes_between("send", a, b) / ((b - a) * 1e-12) / 1e6
     assert vals["send/throughput"] == f"{mbs:.2f} MB/s"
     busy = float(vals["send/occupancy"].split()[0])
+    rec = doc.result.records[doc.result.records["bus"] == "send"]
+    period = doc.periods["send"]
+    s = rec["start_ps"].astype(float)
+    e = s + rec["clocks"] * period
+    overlap = np.clip(np.minimum(e, b) - np.maximum(s, a), 0, None).sum()
+    assert busy == pytest.approx(100 * overlap / (b - a), abs=0.051)
+    assert vals["send/busy clocks"] == f"{overlap / period:.0f} of {(b - a) / period:.0f}"
     assert 0 < busy < 100
     # zoom to cursors
     qtbot.keyClick(tl.plot, QtCore.Qt.Key_Z)
