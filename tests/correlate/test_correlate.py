@@ -252,3 +252,16 @@ def test_probe_link_frames_align_too(g_sim, g_packets):
     start_to_number = {int(f["start_ps"]): f["seq"] + 1 for f in truth["frames"] if f["link"] == "a_to_b"}
     for r in c.rows:
         assert r["number"] == start_to_number[int(probe.time_ps[r["capture_index"]])]
+
+
+def test_cli_runlog_reads_a_pcap(tmp_path):
+    t = np.arange(30, dtype=np.int64) * 12_000_000
+    p = tmp_path / "run.pcap"
+    keep = [i for i in range(30) if i not in (7, 8)]
+    write_pcap(p, t[keep], [udpmon_payload(i, 0, 1472) for i in keep])
+    r = CliRunner().invoke(cli, ["runlog", str(p)])
+    assert r.exit_code == 0, r.output
+    assert "28 UDP datagrams, payload udpmon" in r.output and "sequence 0..29: 2 missing" in r.output
+    r = CliRunner().invoke(cli, ["runlog", str(p), "--format", "json"])
+    d = json.loads(r.output)
+    assert d["kind"] == "pcap" and d["seq"][:8] == [0, 1, 2, 3, 4, 5, 6, 9] and d["size"][0] == 1472
