@@ -518,6 +518,7 @@ class Timeline(QtWidgets.QWidget):
         self.x_min, self.x_max = 0.0, 1.0
         self.selected_record = None
         self.show_all_signals = False
+        self.collapsed: set[str] = set()     # groups shown as their header only
         self.markers: list[tuple[str, pg.InfiniteLine]] = []
         self.vb = TimeViewBox()
         axis = pg.AxisItem("bottom")
@@ -588,10 +589,13 @@ class Timeline(QtWidgets.QWidget):
         layout, y, last = [(D.Row("#lane", "", "", "lane", height=self.LANE), 0.0)], float(self.LANE), None
         for r in rows:
             if r.group != last:
-                layout.append((D.Row(f"{r.group}/#header", self._group_title(r.group), r.group, "header",
-                                     height=22), y))
+                mark = "▸" if r.group in self.collapsed else "▾"
+                layout.append((D.Row(f"{r.group}/#header", f"{mark} {self._group_title(r.group)}", r.group,
+                                     "header", height=22), y))
                 y += 22
                 last = r.group
+            if r.group in self.collapsed:
+                continue
             layout.append((r, y))
             y += r.height
         self.layout = layout
@@ -707,6 +711,9 @@ class Timeline(QtWidgets.QWidget):
     def _on_click(self, x, y, button, modifiers):
         t = x * US
         row = self.row_at(y)
+        if button == QtCore.Qt.LeftButton and row is not None and row.kind == "header":
+            self.toggle_group(row.group)
+            return
         if button == QtCore.Qt.LeftButton and row is not None and self.doc is not None \
                 and self.doc.result is not None and row.kind in ANNOTATIONS:
             v0, v1 = self.view_range_ps()
@@ -794,6 +801,13 @@ class Timeline(QtWidgets.QWidget):
                         text += "; " + ", ".join(parts)
             return None, text
         return None, ""
+
+    def toggle_group(self, group: str, collapsed: bool | None = None):
+        """Fold a bus or link to its header line (a click on the header) or unfold it."""
+        want = (group not in self.collapsed) if collapsed is None else bool(collapsed)
+        (self.collapsed.add if want else self.collapsed.discard)(group)
+        if self.doc is not None:
+            self.refresh_rows()
 
     def select_record(self, i: int | None):
         self.selected_record = None if i is None else int(i)

@@ -694,6 +694,7 @@ class MainWindow(QtWidgets.QMainWindow):
             "search": self.search_edit.text(),
             "selected_record": self.timeline.selected_record,
             "all_signals": self.timeline.show_all_signals,
+            "collapsed": sorted(self.timeline.collapsed),
         }
 
     def save_session(self, quiet: bool = False):
@@ -736,7 +737,10 @@ class MainWindow(QtWidgets.QMainWindow):
                 cur = s.get("cursors") or {}
                 for k in ("A", "B"):
                     tl.set_cursor(k, float(cur[k]) if cur.get(k) is not None else None)
+                self.timeline.collapsed = set(map(str, s.get("collapsed") or []))
                 self.set_all_signals(bool(s.get("all_signals", False)))
+                if self.doc is not None:
+                    self.timeline.refresh_rows()
                 tl.clear_markers()
                 for m in s.get("markers") or []:
                     tl.add_marker(str(m["name"]), float(m["t_ps"]))

@@ -237,6 +237,15 @@ def test_session_saved_and_restored(qtbot, window, sample, tmp_path, errors):
     tl.add_marker("irq", 50e6)
     window.table.set_filter_values(bus="recv", termination="normal")
     window.set_all_signals(True)
+    # a click on the probe's header folds it
+    hy0, hy1 = tl.row_y("a_to_b/#header")
+    scene = tl.vb.mapViewToScene(QtCore.QPointF(50.0, (hy0 + hy1) / 2))
+    pt = tl.plot.mapFromScene(scene)
+    window.scroll.ensureVisible(pt.x(), pt.y(), 10, 40)
+    QtWidgets.QApplication.processEvents()
+    _click(qtbot, window, tl.plot.mapFromScene(tl.vb.mapViewToScene(QtCore.QPointF(50.0, (hy0 + hy1) / 2))))
+    assert tl.collapsed == {"a_to_b"} and tl.row_y("a_to_b/#frames") is None
+    assert tl.row_y("a_to_b/#header") is not None
     path = window.save_session()
     data = json.loads(path.read_text())
     assert path.name == "pro1000_66mhz.pcitrace-session.json" and data["markers"][0]["name"] == "irq"
@@ -254,6 +263,7 @@ def test_session_saved_and_restored(qtbot, window, sample, tmp_path, errors):
     assert win2.table.model.rowCount() == int(((doc.result.records["bus"] == "recv")
                                               & (doc.result.records["termination"] == "normal")).sum())
     assert any(r.key == "send/clk" for r, _ in t2.layout)
+    assert t2.collapsed == {"a_to_b"} and t2.row_y("a_to_b/#frames") is None
     # recent files remember the capture
     assert win2.recent_files()[0].endswith("pro1000_66mhz.sr")
     # a corrupt session is ignored with a message, the capture still opens
