@@ -44,14 +44,20 @@ CHAIN_DTYPE = np.dtype([
     ("seq", np.int64),                 # UDPmon frame number when known, else -1
     ("send_packet", np.int64), ("recv_packet", np.int64),   # packet indices or -1
     ("csr_setup_start_ps", np.int64),  # send packet's setup group start, -1 if none
-    ("send_first_word_ps", np.int64),
+    ("send_first_dma_ps", np.int64),   # send packet's first DMA (descriptor fetch, else data)
+    ("send_first_word_ps", np.int64), ("send_dma_end_ps", np.int64),
     ("wire_start_ps", np.int64), ("wire_end_ps", np.int64),
-    ("recv_first_word_ps", np.int64),
+    ("recv_first_word_ps", np.int64), ("recv_dma_end_ps", np.int64),
     ("recv_interrupt_ps", np.int64),   # start of the CSR group that serviced the receive, -1
     ("send_pci_to_wire_ps", np.int64), ("wire_time_ps", np.int64),
     ("wire_to_recv_pci_ps", np.int64), ("pci_to_pci_ps", np.int64),
     ("status", "U16"),
 ])
+
+# Fields that only a matched DMA fills (-1 otherwise).
+_PER_MATCH = ("send_packet", "recv_packet", "csr_setup_start_ps", "send_first_dma_ps", "send_first_word_ps",
+              "send_dma_end_ps", "recv_first_word_ps", "recv_dma_end_ps", "recv_interrupt_ps",
+              "send_pci_to_wire_ps", "wire_to_recv_pci_ps", "pci_to_pci_ps")
 
 CHAIN_FIGURES = {
     "send_pci_to_wire_us": "send_pci_to_wire_ps",
@@ -214,9 +220,7 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
     chain["seq"] = frames["udpmon_seq"] if "udpmon_seq" in frames.dtype.names else -1
     chain["wire_start_ps"], chain["wire_end_ps"] = ws, we
     chain["wire_time_ps"] = we - ws
-    for f in ("send_packet", "recv_packet", "csr_setup_start_ps", "send_first_word_ps",
-              "recv_first_word_ps", "recv_interrupt_ps", "send_pci_to_wire_ps",
-              "wire_to_recv_pci_ps", "pci_to_pci_ps"):
+    for f in _PER_MATCH:
         chain[f] = -1
     method = "none"
     un_s = np.zeros(0, np.int64)
@@ -246,6 +250,10 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
         if side == "send":
             chain["send_packet"] = pidx
             chain["send_first_word_ps"] = np.where(hit, t[np.maximum(m, 0)] if len(t) else -1, -1)
+            chain["send_dma_end_ps"] = np.where(hit, ba.packets["data_end_ps"][np.maximum(pidx, 0)]
+                                                if len(ba.packets) else -1, -1)
+            chain["send_first_dma_ps"] = np.where(hit, ba.packets["first_dma_ps"][np.maximum(pidx, 0)]
+                                                  if len(ba.packets) else -1, -1)
             g = ba.packets["setup_group"][np.maximum(pidx, 0)] if len(ba.packets) else np.full(n, -1)
             ok = hit & (g >= 0)
             chain["csr_setup_start_ps"] = np.where(ok, ba.groups["start_ps"][np.maximum(g, 0)]
@@ -254,6 +262,8 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
         else:
             chain["recv_packet"] = pidx
             chain["recv_first_word_ps"] = np.where(hit, t[np.maximum(m, 0)] if len(t) else -1, -1)
+            chain["recv_dma_end_ps"] = np.where(hit, ba.packets["data_end_ps"][np.maximum(pidx, 0)]
+                                                if len(ba.packets) else -1, -1)
             g = ba.packets["interrupt_group"][np.maximum(pidx, 0)] if len(ba.packets) else np.full(n, -1)
             ok = hit & (g >= 0)
             chain["recv_interrupt_ps"] = np.where(ok, ba.groups["start_ps"][np.maximum(g, 0)]
@@ -277,9 +287,7 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
         full["wire_start_ps"][c] = all_frames["start_ps"][c]
         full["wire_end_ps"][c] = all_frames["end_ps"][c]
         full["wire_time_ps"][c] = all_frames["end_ps"][c] - all_frames["start_ps"][c]
-        for f in ("send_packet", "recv_packet", "csr_setup_start_ps", "send_first_word_ps",
-                  "recv_first_word_ps", "recv_interrupt_ps", "send_pci_to_wire_ps",
-                  "wire_to_recv_pci_ps", "pci_to_pci_ps"):
+        for f in _PER_MATCH:
             full[f][c] = -1
         full["status"][c] = CONTROL
         chain = full

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from pcitrace.analyse import AnalysisOptions, analyse
+from pcitrace.analyse.wire import link_chains
 from pcitrace.errors import PcitraceError
-from pcitrace.report.summary import bus_figures, bus_series
+from pcitrace.report.summary import bus_figures, bus_series, link_figures, link_series
 
 CAPTURE_SUFFIXES = (".sr", ".vcd", ".vcd.gz")
 
@@ -72,8 +73,12 @@ def report_one(capture: str, profile: str | None, options: AnalysisOptions, with
             "finding_kinds": _kinds(result.findings),
             "buses": [bus_figures(b) for b in analysis.buses.values()],
         }
+        chains = link_chains(result, analysis)
+        out["links"] = [link_figures(lc) for lc in chains.values()]
         if with_series:
             out["series"] = {name: bus_series(b) for name, b in analysis.buses.items()}
+            t0 = min((b.facts.start_ps for b in analysis.buses.values()), default=0)
+            out["link_series"] = {name: link_series(lc, t0) for name, lc in chains.items()}
     except PcitraceError as exc:
         out = {"capture": capture, "error": str(exc)}
     except MemoryError:

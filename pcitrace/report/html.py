@@ -43,12 +43,12 @@ def _pct(v) -> str:
     return "–" if v is None else f"{100 * v:.1f} %"
 
 
-def _png(fig) -> str:
+def _png(fig, alt: str = "plot") -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
     import matplotlib.pyplot as plt
     plt.close(fig)
-    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
 def _plots(bus: dict, series: dict) -> str:
@@ -159,6 +159,72 @@ def _bus_section(r: dict, b: dict) -> str:
     return f'<h3>bus {_e(b["name"])}</h3>{head}{split}{plots}{_figures_table(b)}'
 
 
+_LINK_FIGURES = [
+    ("send PCI (first word) -> wire start", "send_pci_to_wire_us"),
+    ("frame on the wire", "wire_time_us"),
+    ("wire end -> receive PCI (first word)", "wire_to_recv_pci_us"),
+    ("send PCI -> receive PCI", "pci_to_pci_us"),
+]
+
+# Waterfall bars: (label, from, to, colour).
+_WATERFALL = [
+    ("CSR setup", "csr_setup_start", "send_first_dma", "#e9c46a"),
+    ("descriptor / queued", "send_first_dma", "send_first_word", "#ced4da"),
+    ("send DMA", "send_first_word", "send_dma_end", "#2a9d8f"),
+    ("on the wire", "wire_start", "wire_end", "#264653"),
+    ("receive DMA", "recv_first_word", "recv_dma_end", "#e76f51"),
+]
+
+
+def _waterfall(lk: dict, s: dict) -> str:
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    n = len(s["frame"])
+    fig, ax = plt.subplots(figsize=(8.2, 0.9 + 0.16 * max(n, 4)))
+    for i in range(n):
+        for _, a, b, colour in _WATERFALL:
+            x0, x1 = s[a][i], s[b][i]
+            if x0 is not None and x1 is not None and x1 >= x0:
+                ax.barh(i, x1 - x0, left=x0, height=0.7, color=colour)
+        irq = s["recv_interrupt"][i]
+        if irq is not None:
+            ax.plot([irq], [i], marker="|", color="#6a040f", ms=7, mew=2)
+    ax.invert_yaxis()
+    ax.set_xlabel("time from capture start (µs)")
+    ax.set_ylabel("frame")
+    ax.set_title(f"Link {lk['name']}: {lk['send_bus'] or '?'} bus -> wire -> {lk['recv_bus'] or '?'} bus, "
+                 f"first {n} matched frames", fontsize=10)
+    handles = [Patch(color=c, label=l) for l, _, _, c in _WATERFALL]
+    handles.append(plt.Line2D([], [], color="#6a040f", marker="|", ls="", ms=7, mew=2, label="receive interrupt"))
+    ax.legend(handles=handles, fontsize=7, loc="lower right", ncol=6, frameon=False,
+              bbox_to_anchor=(1.0, 1.06))
+    ax.grid(alpha=.3, axis="x")
+    return '<div class="plots">' + _png(fig, "waterfall") + "</div>"
+
+
+def _link_section(r: dict, lk: dict) -> str:
+    fr = lk["frames"]
+    meta = (f'<p class="meta">send bus <code>{_e(lk["send_bus"])}</code>, receive bus '
+            f'<code>{_e(lk["recv_bus"])}</code>, matched by {_e(lk["matching"])}: {fr["frames"]} frames, '
+            f'{fr["matched"]} matched on both buses, {fr["no_send_dma"]} without a send DMA, '
+            f'{fr["no_recv_dma"]} without a receive DMA (dropped or past the end), {fr.get("control", 0)} '
+            f'MAC control; {fr["unmatched_send_dmas"]} send and {fr["unmatched_recv_dmas"]} receive DMAs '
+            f'with no frame on the probe.</p>')
+    rows = ["<tr><th>delay</th><th>count</th><th>min</th><th>median</th><th>p90</th><th>p99</th><th>max</th></tr>"]
+    for label, key in _LINK_FIGURES:
+        d = lk[key]
+        rows.append(f'<tr><td class="l">{_e(label)} (µs)</td>'
+                    + "".join(f"<td>{_e(c)}</td>" for c in (d["count"], _f(d["min"]), _f(d["median"]),
+                                                           _f(d["p90"]), _f(d["p99"]), _f(d["max"])))
+                    + "</tr>")
+    series = (r.get("link_series") or {}).get(lk["name"])
+    plot = _waterfall(lk, series) if series and series["frame"] else ""
+    return f'<h3>link {_e(lk["name"])}</h3>{meta}<table>{"".join(rows)}</table>{plot}'
+
+
 def to_html(results: list[dict], options: dict | None = None, title: str = "pcitrace report") -> str:
     doc = document(results, options)
     ok = [r for r in results if "error" not in r]
@@ -193,5 +259,7 @@ def to_html(results: list[dict], options: dict | None = None, title: str = "pcit
             parts.append('<p class="err">no PCI bus in this capture</p>')
         for b in r.get("buses", []):
             parts.append(_bus_section(r, b))
+        for lk in r.get("links", []):
+            parts.append(_link_section(r, lk))
     parts.append("</body></html>\n")
     return "".join(parts)

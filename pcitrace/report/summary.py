@@ -114,3 +114,30 @@ def bus_series(b: BusAnalysis) -> dict:
         "packet_occupancy": _list(p["occupancy"][keep]),
         "packets_per_interrupt": [int(v) for v in _thin(b.packets_per_interrupt)],
     }
+
+
+# Per-link distributions (wire-to-PCI chain), in this order.
+LINK_DISTRIBUTIONS = ["send_pci_to_wire_us", "wire_time_us", "wire_to_recv_pci_us", "pci_to_pci_us"]
+WATERFALL_ROWS = 60
+
+
+def link_figures(lc) -> dict:
+    """A probed link's chain figures (pcitrace.analyse.wire.LinkChain)."""
+    out = {"name": lc.link, "send_bus": lc.send_bus, "recv_bus": lc.recv_bus,
+           "matching": lc.method, "frames": lc.counts()}
+    for name in LINK_DISTRIBUTIONS:
+        out[name] = lc.distributions[name].rounded(4)
+    return out
+
+
+def link_series(lc, t0_ps: int) -> dict:
+    """The first matched frames' chain for the HTML waterfall (us from the capture start)."""
+    c = lc.chain[lc.chain["status"] == "matched"][:WATERFALL_ROWS]
+
+    def us(field):
+        v = c[field].astype(np.float64)
+        return [None if x < 0 else round((x - t0_ps) * 1e-6, 4) for x in v]
+
+    return {f: us(f + "_ps") for f in ("csr_setup_start", "send_first_dma", "send_first_word", "send_dma_end", "wire_start",
+                                       "wire_end", "recv_first_word", "recv_dma_end", "recv_interrupt")} | {
+        "seq": [int(x) for x in c["seq"]], "frame": [int(x) for x in c["frame"]]}

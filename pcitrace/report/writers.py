@@ -70,10 +70,29 @@ def rows(results: list[dict]) -> list[dict]:
             row["findings"] = r.get("findings")
             row["error"] = ""
             out.append(row)
+        for lk in r.get("links", []):
+            row = {"capture": r["capture"], "bus": lk["name"], "kind": "gbe_probe"}
+            for col, path in _LINK_COLUMNS:
+                row[col] = _get(lk, path)
+            row["findings"] = r.get("findings")
+            row["error"] = ""
+            out.append(row)
     return out
 
 
-CSV_FIELDS = ["capture", "bus"] + [c for c, _ in _COLUMNS] + ["findings", "error"]
+# Probed links get their own rows (bus = link name, kind = gbe_probe) with these columns.
+_LINK_COLUMNS: list[tuple[str, tuple]] = [
+    ("send_bus", ("send_bus",)), ("recv_bus", ("recv_bus",)),
+    ("frames", ("frames", "frames")), ("frames_matched", ("frames", "matched")),
+    ("frames_no_send_dma", ("frames", "no_send_dma")), ("frames_no_recv_dma", ("frames", "no_recv_dma")),
+    ("send_pci_to_wire_us_median", ("send_pci_to_wire_us", "median")),
+    ("wire_time_us_median", ("wire_time_us", "median")),
+    ("wire_to_recv_pci_us_median", ("wire_to_recv_pci_us", "median")),
+    ("pci_to_pci_us_median", ("pci_to_pci_us", "median")), ("pci_to_pci_us_p90", ("pci_to_pci_us", "p90")),
+]
+
+CSV_FIELDS = (["capture", "bus"] + [c for c, _ in _COLUMNS] + [c for c, _ in _LINK_COLUMNS]
+              + ["findings", "error"])
 
 
 def to_csv(results: list[dict]) -> str:
@@ -86,7 +105,8 @@ def to_csv(results: list[dict]) -> str:
 
 
 def document(results: list[dict], options: dict | None = None) -> dict:
-    captures = [{k: v for k, v in r.items() if k != "series"} for r in results if "error" not in r]
+    captures = [{k: v for k, v in r.items() if k not in ("series", "link_series")}
+                for r in results if "error" not in r]
     errors = [{"capture": r["capture"], "error": r["error"]} for r in results if "error" in r]
     return {
         "schema": SCHEMA,
@@ -141,6 +161,16 @@ def to_markdown(results: list[dict]) -> str:
             ]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     text = "\n".join(lines) + "\n"
+    links = [(r, lk) for r in results if "error" not in r for lk in r.get("links", [])]
+    if links:
+        text += ("\n| capture | link | send bus -> recv bus | frames (matched) | send PCI -> wire µs | "
+                 "wire µs | wire -> recv PCI µs | PCI -> PCI µs (median, p90) |\n|" + "---|" * 8 + "\n")
+        for r, lk in links:
+            fr = lk["frames"]
+            text += (f"| `{r['capture']}` | {lk['name']} | {lk['send_bus'] or '–'} -> {lk['recv_bus'] or '–'} | "
+                     f"{fr['frames']} ({fr['matched']}) | {_fmt(lk['send_pci_to_wire_us']['median'], 2)} | "
+                     f"{_fmt(lk['wire_time_us']['median'], 2)} | {_fmt(lk['wire_to_recv_pci_us']['median'], 2)} | "
+                     f"{_fmt(lk['pci_to_pci_us']['median'], 2)}, {_fmt(lk['pci_to_pci_us']['p90'], 2)} |\n")
     if errors:
         text += "\n**Captures that could not be analysed**\n\n"
         for r in errors:

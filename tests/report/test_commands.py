@@ -65,15 +65,20 @@ def test_csv_and_markdown_one_row_per_capture_and_bus(tmp_path):
     out_csv, out_md = tmp_path / "r.csv", tmp_path / "r.md"
     assert main(["report", str(d), "-o", str(out_csv)]) == 0
     rows = list(csv.DictReader(io.StringIO(out_csv.read_text())))
-    assert [(r["capture"].rsplit("/", 1)[-1], r["bus"]) for r in rows] == [
+    # one row per capture and bus, then one per probed link (kind gbe_probe)
+    assert [(r["capture"].rsplit("/", 1)[-1], r["bus"]) for r in rows if r["kind"] != "gbe_probe"] == [
         ("pro1000_66mhz.sr", "send"), ("pro1000_66mhz.sr", "recv"), ("reqresp_64_1400.sr", "a"),
         ("reqresp_64_1400.sr", "b")]
+    assert [(r["capture"].rsplit("/", 1)[-1], r["bus"]) for r in rows if r["kind"] == "gbe_probe"] == [
+        ("pro1000_66mhz.sr", "a_to_b"), ("reqresp_64_1400.sr", "a_to_b"), ("reqresp_64_1400.sr", "b_to_a")]
     send = next(r for r in rows if r["bus"] == "send")
     assert float(send["occupancy"]) == pytest.approx(0.42, abs=0.03)
     assert main(["report", str(d), "--format", "md", "-o", str(out_md)]) == 0
     md = out_md.read_text().splitlines()
     assert md[0].startswith("| capture | bus |")
-    assert len([line for line in md if line.startswith("| `")]) == 4
+    bus_table = md[:md.index("")]          # the bus table; the link table follows a blank line
+    assert len([line for line in bus_table if line.startswith("| `")]) == 4
+    assert len([line for line in md if line.startswith("| `") and " -> " in line]) == 3
     # Atomic writes leave no temporary files behind.
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 

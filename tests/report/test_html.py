@@ -24,10 +24,10 @@ def report_html(tmp_path_factory):
     return out
 
 
-def _images(text: str) -> list[np.ndarray]:
+def _images(text: str, alt: str = "plot") -> list[np.ndarray]:
     import matplotlib.image as mpimg
     return [mpimg.imread(io.BytesIO(base64.b64decode(b)), format="png")
-            for b in re.findall(r'src="data:image/png;base64,([^"]+)"', text)]
+            for b in re.findall(rf'alt="{alt}" src="data:image/png;base64,([^"]+)"', text)]
 
 
 def test_html_is_self_contained_with_three_plots_per_bus(report_html):
@@ -44,6 +44,17 @@ def test_html_is_self_contained_with_three_plots_per_bus(report_html):
         rgb = img[..., :3]
         coloured = (rgb.max(axis=2) - rgb.min(axis=2)) > 0.2
         assert coloured.mean() > 0.005
+
+
+def test_html_has_a_waterfall_per_probed_link(report_html):
+    text = report_html.read_text()
+    for heading in ("link a_to_b", "link b_to_a"):
+        assert heading in text
+    falls = _images(text, "waterfall")
+    assert len(falls) == 3          # pro1000_66mhz a_to_b, reqresp a_to_b and b_to_a
+    for img in falls:
+        rgb = img[..., :3]
+        assert ((rgb.max(axis=2) - rgb.min(axis=2)) > 0.2).mean() > 0.002
 
 
 def test_overview_row_per_capture_and_bus(report_html):
