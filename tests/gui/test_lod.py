@@ -82,7 +82,9 @@ def test_interval_pyramid_covers_view_within_budget(n, seed, width, a, b):
     touching = np.flatnonzero((starts < t1) & (ends >= t0))
     assert len(s) <= max(2 * width, 1) + 2 or level == len(lod.levels) - 1
     if level == 0:
-        assert np.array_equal(np.sort(idx), touching)
+        # everything in view, plus at most intervals hidden under an earlier longer one
+        assert set(touching.tolist()) <= set(idx.tolist())
+        assert np.all(starts[idx] < t1)
     else:
         # merged blocks cover every interval in view and keep the most severe class
         for i in touching:
