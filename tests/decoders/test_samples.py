@@ -15,7 +15,7 @@ from pcitrace.decode.records import diff_records, records_from_dicts
 from pcitrace.decode.sigrok import run_sigrok
 from pcitrace.sim.output import load_truth
 
-from conftest import SAMPLES
+from tests.conftest import SAMPLES
 
 pytestmark = pytest.mark.sigrok
 
