@@ -32,6 +32,14 @@ def _click(qtbot, win, pos, button=QtCore.Qt.LeftButton):
     qtbot.wait(5)
 
 
+def _focus(qtbot, win):
+    """Key shortcuts go to the active window: make it active (needed on X11 without a WM)."""
+    win.activateWindow()
+    win.raise_()
+    qtbot.waitUntil(win.isActiveWindow, timeout=5000)
+    win.timeline.plot.setFocus()
+
+
 def _visible_point(win, t_ps, row_key):
     """Scroll the row into view and return its point at time t in viewport coordinates."""
     tl = win.timeline
@@ -93,8 +101,7 @@ def test_keyboard_zoom_fit_and_pan(qtbot, window, sample):
     doc = open_and_wait(qtbot, window, sample)
     tl = window.timeline
     tl.set_view(100e6, 200e6)
-    window.activateWindow()
-    tl.plot.setFocus()
+    _focus(qtbot, window)
     qtbot.keyClick(tl.plot, QtCore.Qt.Key_Plus)
     assert tl.view_range_ps() == pytest.approx((125e6, 175e6), rel=1e-6)
     qtbot.keyClick(tl.plot, QtCore.Qt.Key_Right)
@@ -136,6 +143,7 @@ def test_cursors_by_click_and_measurements(qtbot, window, sample):
     assert vals["send/busy clocks"] == f"{overlap / period:.0f} of {(b - a) / period:.0f}"
     assert 0 < busy < 100
     # zoom to cursors
+    _focus(qtbot, window)
     qtbot.keyClick(tl.plot, QtCore.Qt.Key_Z)
     assert tl.view_range_ps() == pytest.approx((a, b), rel=1e-6)
 
@@ -354,7 +362,7 @@ def test_markers_by_key_with_a_name(qtbot, window, sample, monkeypatch):
     monkeypatch.setattr(QtWidgets.QInputDialog, "getText", staticmethod(lambda *a, **k: ("tx start", True)))
     # the mouse is outside the plot: the marker goes to the view centre
     QtGui.QCursor.setPos(window.mapToGlobal(QtCore.QPoint(-50, -50)))
-    window.activateWindow()
+    _focus(qtbot, window)
     qtbot.keyClick(tl.plot, QtCore.Qt.Key_M)
     assert tl.marker_list() == [("tx start", pytest.approx(20e6, rel=1e-6))]
 
