@@ -697,12 +697,15 @@ class Timeline(QtWidgets.QWidget):
         self.vb.addItem(line, ignoreBounds=True)
         self.markers.append((name, line))
         self._place_label(line)
+        line.sigPositionChanged.connect(lambda *_: self.cursorsChanged.emit())
+        self.cursorsChanged.emit()
         return line
 
     def clear_markers(self):
         for _, line in self.markers:
             self.vb.removeItem(line)
         self.markers = []
+        self.cursorsChanged.emit()
 
     def marker_list(self) -> list[tuple[str, float]]:
         return [(n, line.value() * US) for n, line in self.markers]

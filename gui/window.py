@@ -234,6 +234,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.addDockWidget(QtCore.Qt.BottomDockWidgetArea, dock)
         self.table_dock = dock
         self.measure = MeasurePanel()
+        self.measure.cellDoubleClicked.connect(self._measure_row_clicked)
         mdock = QtWidgets.QDockWidget("Measurements", self)
         mdock.setObjectName("measurements")
         mdock.setWidget(self.measure)
@@ -553,6 +554,18 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.doc is not None:
             self.timeline.refresh_rows()
 
+    def _measure_row_clicked(self, row, col):
+        """Double-click on a cursor or marker line of the panel: centre the view there."""
+        item = self.measure.item(row, 0)
+        name = item.text().strip() if item else ""
+        t = None
+        if name in ("Cursor A", "Cursor B"):
+            t = self.timeline.cursor_ps(name[-1])
+        else:
+            t = next((tt for n, tt in self.timeline.marker_list() if n == name), None)
+        if t is not None:
+            self.timeline.centre_on(t)
+
     def zoom_to_cursors(self):
         a, b = self.timeline.cursor_ps("A"), self.timeline.cursor_ps("B")
         if a is not None and b is not None and a != b:
@@ -569,7 +582,15 @@ class MainWindow(QtWidgets.QMainWindow):
             self.timeline.set_view(self.doc.start_ps, self.doc.start_ps + span)
 
     def update_measurements(self):
-        self.measure.show_values(measure(self.doc, self.timeline.cursor_ps("A"), self.timeline.cursor_ps("B")))
+        a = self.timeline.cursor_ps("A")
+        rows = measure(self.doc, a, self.timeline.cursor_ps("B"))
+        marks = sorted(self.timeline.marker_list(), key=lambda m: m[1])
+        if marks:
+            rows.append(("Markers (Δ to A)", ""))
+            for name, t in marks:
+                rel = f"  ({'+' if t >= a else '-'}{format_time(abs(t - a), 5)})" if a is not None else ""
+                rows.append((f"  {name}", format_time(t, 7) + rel))
+        self.measure.show_values(rows)
 
     # -- table <-> timeline -------------------------------------------------------------------
     def _timeline_record_clicked(self, i):

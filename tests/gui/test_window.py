@@ -365,6 +365,14 @@ def test_markers_by_key_with_a_name(qtbot, window, sample, monkeypatch):
     _focus(qtbot, window)
     qtbot.keyClick(tl.plot, QtCore.Qt.Key_M)
     assert tl.marker_list() == [("tx start", pytest.approx(20e6, rel=1e-6))]
+    # the panel lists it relative to cursor A; a double-click there centres the view on it
+    tl.set_cursor("A", 15e6)
+    assert window.measure.values["Markers (Δ to A)/tx start"] == "20 us  (+5 us)"
+    row = next(r for r in range(window.measure.rowCount()) if window.measure.item(r, 0).text() == "  tx start")
+    tl.set_view(100e6, 120e6)
+    window.measure.cellDoubleClicked.emit(row, 0)
+    a, b = tl.view_range_ps()
+    assert (a + b) / 2 == pytest.approx(20e6, rel=1e-6)
 
 
 def test_drop_a_capture_file_opens_it(qtbot, window, sample):
