@@ -422,14 +422,6 @@ def _hex(v: int, digits: int) -> str:
     return f"{v:0{digits}X}"
 
 
-def _runs(mask: np.ndarray):
-    if not mask.any():
-        return []
-    m = np.concatenate(([False], mask, [False]))
-    d = np.flatnonzero(m[1:] != m[:-1])
-    return list(zip(d[0::2], d[1::2]))
-
-
 class _Ctx:
     __slots__ = ("p", "t0", "t1", "dx0", "width", "scale")
 

@@ -214,7 +214,7 @@ def test_search_next_previous(qtbot, window, violations):
     assert window.search(+1) is None and window.search_status.text() == "no match"
 
 
-def test_export_png_and_csv(qtbot, window, violations, tmp_path):
+def test_export_png_and_csv(qtbot, window, violations, tmp_path, errors):
     doc = open_and_wait(qtbot, window, violations)
     png = tmp_path / "view.png"
     window.export_png(str(png))
@@ -230,9 +230,9 @@ def test_export_png_and_csv(qtbot, window, violations, tmp_path):
     assert all(r["termination"] == "retry" for r in rows)
     assert int(rows[0]["start_ps"]) == rec["start_ps"][retry[0]]
     assert int(rows[0]["address"], 16) == rec["address"][retry[0]]
-    # a directory that does not exist: an error dialog, no file, no crash
-    window.choose_export_csv = None
+    # a directory that does not exist: an error dialog naming it, no file, no crash
     window._guard(lambda: window.export_csv(str(tmp_path / "nodir" / "x.csv")))
+    assert errors and "nodir" in errors[-1] and "Fix:" in errors[-1]
     assert not (tmp_path / "nodir").exists()
 
 
