@@ -58,6 +58,8 @@ class Carry:
     ctx_busy: bool = False      # the context clock belongs to a transaction
     records: int = 0            # records emitted so far (words index records by this count)
     words: int = 0              # data phases so far (the next record's data_index)
+    open: bool = False          # sig holds a transaction whose end has not been seen yet
+    pending: list = dataclasses.field(default_factory=list)   # later chunks of it: (sig, times)
 
 
 class _Findings:
@@ -94,8 +96,25 @@ def _join(carry: Carry | None, sig: Mapping[str, np.ndarray], times_ps: np.ndarr
         return buf, np.asarray(times_ps, np.int64)
     if set(carry.sig) != set(keys):
         raise ValueError("chunks of one bus must carry the same signals")
-    buf = {k: np.concatenate([carry.sig[k], np.asarray(sig[k], carry.sig[k].dtype)]) for k in keys}
-    return buf, np.concatenate([carry.times_ps, np.asarray(times_ps, np.int64)])
+    parts = [(carry.sig, carry.times_ps)] + carry.pending + [(sig, times_ps)]
+    buf = {k: np.concatenate([np.asarray(p[k], carry.sig[k].dtype) for p, _ in parts]) for k in keys}
+    return buf, np.concatenate([np.asarray(t, np.int64) for _, t in parts])
+
+
+def _still_open(carry: Carry, sig: Mapping[str, np.ndarray]) -> bool:
+    """True when a chunk neither idles the bus nor starts a transaction: the carried open
+    transaction goes on through all of it (so the chunk can wait, unjoined, in the carry; a
+    transaction held open for many chunks then costs linear, not quadratic, time)."""
+    f = np.asarray(sig["frame_n"])
+    i = np.asarray(sig["irdy_n"])
+    if not len(f):
+        return True
+    if np.any(f & i):                                   # an idle clock (both deasserted)
+        return False
+    last = carry.pending[-1][0]["frame_n"][-1] if carry.pending else carry.sig["frame_n"][-1]
+    if last == 1 and f[0] == 0:
+        return False
+    return not np.any(f[:-1] > f[1:])                   # no FRAME# falling edge
 
 
 # Control code of one clock: bit set = line asserted.
@@ -216,6 +235,12 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     """
     if mode not in ("pci", "pcix"):
         raise PcitraceError(f"unknown bus mode {mode!r}", fix="use mode 'pci' or 'pcix' in the profile")
+    if (carry is not None and carry.open and not final and len(carry.times_ps) > 3
+            and _still_open(carry, sig)):
+        if len(times_ps):
+            carry.pending.append(({k: np.asarray(v) for k, v in sig.items() if k in carry.sig},
+                                  np.asarray(times_ps, np.int64)))
+        return (np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), np.zeros(0, FINDING_DTYPE), carry)
     buf, times = _join(carry, sig, times_ps)
     n = len(times)
     p0 = 1 if carry is not None and carry.context else 0
@@ -581,7 +606,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
             last_orphan = orphan_prev
             c0_busy = bool(busy_run[0]) if n else False
         new = Carry({k: v[c0:].copy() for k, v in buf.items()}, times[c0:].copy(), clock0 + c0,
-                    ctx, leading, last_orphan, c0_busy, rec_base + len(s), word_base_next)
+                    ctx, leading, last_orphan, c0_busy, rec_base + len(s), word_base_next,
+                    open=limit < n)
     return rec, words, findings.array(), new
 
 

@@ -289,3 +289,25 @@ def test_chunking_at_every_boundary():
             assert diff_records(rec, r2) == [], (a, b)
             assert np.array_equal(words, w2)
             assert sorted(map(tuple, f.tolist())) == sorted(map(tuple, f2.tolist())), (a, b)
+
+
+def test_transaction_open_for_many_chunks():
+    """FRAME# held for a long time (a stuck line, a probe off the bus): the open transaction waits
+    in the carry chunk after chunk, and the result is that of decoding it whole."""
+    n = 300_000
+    spec_sig, t = clocks(["", "F", "FI", ""])
+    sig = {k: np.ones(n, np.uint8) for k in spec_sig}
+    sig["frame_n"][1:n - 5] = 0
+    sig["irdy_n"][2:n - 5] = 0
+    sig["devsel_n"][3:n - 5] = 0
+    sig["trdy_n"][3:n - 5:2] = 0
+    t = np.arange(n, dtype=np.int64) * P
+    whole = decode_clocks(sig, t)[0]
+    r2, _, _ = chunked(sig, t, list(range(1000, n, 1000)))
+    assert diff_records(whole, r2) == []
+    assert len(whole) == 1 and whole[0]["clocks"] == n - 6 and whole[0]["termination"] == "normal"
+    # without an end it is cut by the end of the capture
+    sig["frame_n"][:] = 0
+    sig["frame_n"][0] = 1
+    r3, _, _ = chunked(sig, t, list(range(1000, n, 1000)))
+    assert len(r3) == 1 and r3[0]["termination"] == "truncated" and r3[0]["clocks"] == n - 1
