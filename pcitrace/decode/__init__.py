@@ -81,13 +81,16 @@ class _Grow:
         self.array[n:] = part
 
 
-def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
-               profile_name: str = "profile", progress: Callable[[int], None] | None = None):
-    """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
+def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_name: str = "profile",
+             progress: Callable[[int], None] | None = None, summary: dict | None = None):
+    """Fast-decode one PCI bus chunk by chunk: yields (records, words, findings) as they are
+    final, in time order, with memory bounded by the chunk size (plus an open transaction).
+    For captures too long to hold every record at once. ``words['record']`` and
+    ``data_index`` count from the bus's first record / data phase. If ``summary`` is a dict,
+    it receives ``summary['bus']`` = the BusSummary at the end."""
     from pcitrace.capture.profile import bus_clocks
-    from pcitrace.decode.engine import decode_clocks
+    from pcitrace.decode.engine import decode_clocks, glitches
 
-    recs, words, finds = _Grow(RECORD_DTYPE), _Grow(WORD_DTYPE), _Grow(FINDING_DTYPE)
     carry = None
     clocks = 0
     start_ps = end_ps = 0
@@ -95,7 +98,8 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
     empty_sig = None
     lanes = {sig: sum(capture.channel(c).width for c in bus.channels_of(sig))
              for sig in ("ad", "cbe_n") if sig in bus.signals}
-    ad_bits, cbe_bits = lanes.get("ad", 64), lanes.get("cbe_n", 8)
+    opts = dict(mode=bus.mode, width=bus.width, bus=bus.name, ad_bits=lanes.get("ad", 64),
+                cbe_bits=lanes.get("cbe_n", 8))
     for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name):
         if len(ch) == 0:
             continue
@@ -105,25 +109,32 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
         end_ps = int(ch.times_ps[-1])
         clocks += len(ch)
         empty_sig = {k: v[:0] for k, v in ch.sig.items()}
-        r, w, f, carry = decode_clocks(ch.sig, ch.times_ps, mode=bus.mode, width=bus.width,
-                                       bus=bus.name, carry=carry, final=False, ad_bits=ad_bits,
-                                       cbe_bits=cbe_bits)
-        recs.add(r), words.add(w), finds.add(f)
+        r, w, f, carry = decode_clocks(ch.sig, ch.times_ps, carry=carry, final=False, **opts)
+        yield r, w, f
         if progress is not None:
             progress(len(ch))
     if carry is not None:
-        r, w, f, carry = decode_clocks(empty_sig, np.zeros(0, np.int64), mode=bus.mode,
-                                       width=bus.width, bus=bus.name, carry=carry, final=True,
-                                       ad_bits=ad_bits, cbe_bits=cbe_bits)
-        recs.add(r), words.add(w), finds.add(f)
+        r, w, f, carry = decode_clocks(empty_sig, np.zeros(0, np.int64), carry=carry, final=True, **opts)
+        yield r, w, f
     tb = capture.timebase
     if tb.mode == "timing" and not tb.event_timed and bus.clock is not None:
         # glitches live between clock edges: only the raw samples show them
-        from pcitrace.decode.engine import glitches
-        finds.add(glitches(capture, bus))
-    summary = BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
-                         _clock_hz(bus, first_times, clocks, start_ps, end_ps), clocks, start_ps, end_ps)
-    return recs.array, words.array, finds.array, summary
+        yield np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), glitches(capture, bus)
+    if summary is not None:
+        summary["bus"] = BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
+                                    _clock_hz(bus, first_times, clocks, start_ps, end_ps),
+                                    clocks, start_ps, end_ps)
+
+
+def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
+               profile_name: str = "profile", progress: Callable[[int], None] | None = None):
+    """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
+    recs, words, finds = _Grow(RECORD_DTYPE), _Grow(WORD_DTYPE), _Grow(FINDING_DTYPE)
+    out: dict = {}
+    for r, w, f in iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
+                            progress=progress, summary=out):
+        recs.add(r), words.add(w), finds.add(f)
+    return recs.array, words.array, finds.array, out["bus"]
 
 
 def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -285,4 +296,4 @@ def _decode_probe(capture, bus, required: bool):
     return frames, summary
 
 
-__all__ = ["decode_capture", "decode_bus", "merge_buses", "DecodeResult", "BusSummary", "ENGINES"]
+__all__ = ["decode_capture", "decode_bus", "iter_bus", "merge_buses", "DecodeResult", "BusSummary", "ENGINES"]
