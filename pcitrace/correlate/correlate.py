@@ -154,10 +154,15 @@ def payload_numbers(result, bus: str, data_start_ps: np.ndarray) -> np.ndarray |
     A packet's data DMA starts at its buffer's address; PCI carries bytes little-endian by lane,
     so the Ethernet / IPv4 / UDP headers and the UDPmon header (int32 cmd = 4, int32 version,
     int64 frame number) can be read back from the data words. -1 where the frame is not a
-    UDPmon data packet or its words are incomplete; None when the bus has no data words.
+    UDPmon data packet or its words are incomplete; None when AD was not captured on the bus
+    (its words then carry only their times).
     """
     recs, words = result.records, result.words
     if len(words) == 0 or len(recs) == 0:
+        return None
+    bus_profile = next((b for b in getattr(getattr(result, "profile", None), "buses", None) or []
+                        if b.name == bus), None)
+    if bus_profile is not None and "ad" not in bus_profile.signals:
         return None
     on_bus = recs["bus"][words["record"]] == bus
     if not on_bus.any():

@@ -145,29 +145,25 @@ def merge_buses(per_bus: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]):
     """Concatenate several buses' (records, words, findings), records sorted by start_ps.
 
     Each bus's words index its own records; after the merge they index the merged array and
-    every record's ``data_index`` points at its first word again. A bus without AD and C/BE#
-    has no words; its records keep ``data_index`` = data phases of the bus's earlier records
-    (what the reference decoder reports)."""
+    every record's ``data_index`` points at its first word again (every bus has one word per
+    completed data phase, docs/records.md)."""
     per_bus = list(per_bus)
     if len(per_bus) == 1:
         # one bus: the engine already emits records in time order with matching words
         records, words, findings = per_bus[0]
         return records, words, findings[np.argsort(findings["time_ps"], kind="stable")]
-    recs, words, finds, worded = [], [], [], []
+    recs, words, finds = [], [], []
     offset = 0
     for r, w, f in per_bus:
         w = w.copy()
         w["record"] += offset
         offset += len(r)
         recs.append(r), words.append(w), finds.append(f)
-        worded.append(np.full(len(r), len(w) > 0))
     records = _cat(recs, RECORD_DTYPE)
     words = _cat(words, WORD_DTYPE)
     findings = _cat(finds, FINDING_DTYPE)
-    has_words = np.concatenate(worded) if worded else np.zeros(0, bool)
     order = np.argsort(records["start_ps"], kind="stable")
     records = records[order]
-    has_words = has_words[order]
     new_index = np.empty(len(order), np.int64)
     new_index[order] = np.arange(len(order))
     if len(words):
@@ -176,8 +172,7 @@ def merge_buses(per_bus: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]):
         counts = np.bincount(words["record"], minlength=len(records))
         first = np.zeros(len(records), np.int64)
         np.cumsum(counts[:-1], out=first[1:])
-        # a bus without AD and C/BE# has no words: its records keep their per-bus count
-        records["data_index"] = np.where(has_words, first, records["data_index"])
+        records["data_index"] = first
     findings = findings[np.argsort(findings["time_ps"], kind="stable")]
     return records, words, findings
 
@@ -273,8 +268,7 @@ def _decode_sigrok(capture, pci_buses, profile):
             recs = np.asarray(res.records)
             finds = np.asarray(getattr(res, "findings", np.zeros(0, FINDING_DTYPE)))
             words = np.asarray(getattr(res, "words", np.zeros(0, WORD_DTYPE)))
-            if words.dtype != WORD_DTYPE or not ({"ad", "cbe_n"} & set(b.signals)):
-                # without AD and C/BE# the words carry nothing: pcitrace keeps none (records.md)
+            if words.dtype != WORD_DTYPE:
                 words = np.zeros(0, WORD_DTYPE)
             yield (recs, words, finds), _summary_only(capture, b)
 

@@ -366,24 +366,20 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     term = np.where(truncated, _TERM["truncated"], term)
 
     # --- per-clock work on the data lines ----------------------------------------------------
-    # Data words exist only when AD or C/BE# is captured (a control-only capture has nothing
-    # to put in them); `data_index` counts data phases either way.
+    # One data word per completed data phase, also without AD and C/BE# (value and byte
+    # enables 0): its time is what a control-only capture's first-word and per-phase timing
+    # figures come from.
     excl = np.zeros(len(s), np.int64)
     if len(s) > 1:
         np.cumsum(data_phases[:-1], out=excl[1:])
-    need_clocks = has_ad or has_cbe
-    if need_clocks:
-        keep = lo <= e
-        delta = np.zeros(n + 1, np.int8)
-        delta[lo[keep]] = 1
-        delta[e[keep] + 1] -= 1
-        region = np.cumsum(delta[:-1], dtype=np.int8).view(bool)
-        dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
-        w_idx = np.flatnonzero(dp_clk & region)
-        w_txn = np.repeat(np.arange(len(s)), data_phases)
-    else:
-        region = None
-        w_idx = w_txn = np.zeros(0, np.int64)
+    keep = lo <= e
+    delta = np.zeros(n + 1, np.int8)
+    delta[lo[keep]] = 1
+    delta[e[keep] + 1] -= 1
+    region = np.cumsum(delta[:-1], dtype=np.int8).view(bool)
+    dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
+    w_idx = np.flatnonzero(dp_clk & region)
+    w_txn = np.repeat(np.arange(len(s)), data_phases)
     wide = w64[w_txn]
     any_wide = bool(wide.any())
     has_words = data_phases > 0

@@ -763,9 +763,10 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         words["value"] = all_ad
         words["byte_enables"] = np.where(wide_w, all_be, lo_be)
     else:
-        # No AD / C/BE# captured: no data words (data_index still counts the data phases).
+        # No AD / C/BE# captured: the words keep only their times (value, byte enables 0).
         rec["bytes"] = t_P_a * (rec["width"] // 8)
-        words = words[:0]
+        words["value"] = 0
+        words["byte_enables"] = 0
     flist = []
     for t, lat in late:
         flist.append((int(times(t_start_a[t] + lat)), bus, "initial_latency",
@@ -867,7 +868,7 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
             r["gnt"] = 0            # no clock before the first one
         r["data_index"] = dpos
         dpos += int(r["data_phases"])
-        if rb.with_ad and len(w):
+        if len(w):
             w = w.copy()
             w["record"] = j
             w["time_ps"] = tm(np.rint(w["time_ps"] / period).astype(np.int64))
@@ -1061,7 +1062,7 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
     arrays: dict[str, np.ndarray] = {}
     widths: dict[str, int] = {}
     bus_profiles = []
-    recs, words, finds, has_words = [], [], [], []
+    recs, words, finds = [], [], []
     # Timing mode: half a period of CLK low first, so that clock 0 is a rising edge too.
     lead = int(np.ceil(0.5 * samplerate_hz / min(b.clock_hz for b in buses))) if timing else 0
     n_samples = lead + max(int(np.ceil(b.clocks * samplerate_hz / b.clock_hz)) for b in buses) if timing \
@@ -1149,7 +1150,9 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
             r["tag"] = r["requester"] = r["byte_count"] = -1
             r["relaxed_ordering"] = r["no_snoop"] = False
             r["bytes"] = r["data_phases"] * (r["width"] // 8)
-            w = w[:0]
+            w = w.copy()
+            w["value"] = 0          # the words keep only their times
+            w["byte_enables"] = 0
             f = f[f["kind"] != "parity_error"]
             if b.with_ad and np.any(b.records["dac"]):
                 raise PcitraceError(f"bus {b.bus}: the truth of DAC transactions without AD differs",
@@ -1159,8 +1162,7 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         recs.append(r)
         words.append(w)
         finds.append(f)
-        has_words.append(wad)
-    records, words_all, findings = merge_truth(recs, words, finds, has_words)
+    records, words_all, findings = merge_truth(recs, words, finds)
     if timing:
         tb = TimeBase.timing(samplerate_hz)
     else:
@@ -1170,19 +1172,11 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
 
 
 def merge_truth(records: Sequence[np.ndarray], words: Sequence[np.ndarray],
-                findings: Sequence[np.ndarray] = (), has_words: Sequence[bool] | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Records of several buses in one array sorted by start_ps, words re-indexed to match.
-
-    ``data_index`` (docs/records.md): for a bus with words (AD or C/BE# captured; default: it
-    has any), the index of the record's first word in the merged word array; for a bus without,
-    unchanged (the count of its own earlier data phases)."""
-    if has_words is None:
-        has_words = [len(w) > 0 for w in words]
+                findings: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Records of several buses in one array sorted by start_ps, words re-indexed to match;
+    ``data_index`` = the index of the record's first word in the merged word array."""
     offs = np.cumsum([0] + [len(r) for r in records])
     rec = np.concatenate(records) if len(records) else np.zeros(0, RECORD_DTYPE)
-    with_words = np.concatenate([np.full(len(r), bool(h), bool) for r, h in zip(records, has_words)]) \
-        if len(records) else np.zeros(0, bool)
     parts = []
     for i, w in enumerate(words):
         w = w.copy()
@@ -1191,14 +1185,13 @@ def merge_truth(records: Sequence[np.ndarray], words: Sequence[np.ndarray],
     wds = np.concatenate(parts) if parts else np.zeros(0, WORD_DTYPE)
     order = np.argsort(rec["start_ps"], kind="stable")
     rec = rec[order]
-    with_words = with_words[order]
     new_index = np.empty(len(order), np.int64)
     new_index[order] = np.arange(len(order))
     if len(wds):
         wds["record"] = new_index[wds["record"]]
         wds = wds[np.argsort(wds["record"], kind="stable")]
     first = np.searchsorted(wds["record"], np.arange(len(rec)))
-    rec["data_index"] = np.where(with_words, first, rec["data_index"])
+    rec["data_index"] = first
     f = np.concatenate(findings) if len(findings) else np.zeros(0, FINDING_DTYPE)
     f = f[np.argsort(f["time_ps"], kind="stable")]
     return rec, wds, f

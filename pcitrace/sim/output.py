@@ -299,6 +299,10 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     records = np.concatenate(rec_parts) if rec_parts else np.zeros(0, RECORD_DTYPE)
     order = np.lexsort((np.arange(len(records)), records["start_ps"]))
     records = records[order]
+    # One word per completed data phase on every bus, kept in record order after the merge:
+    # a record's first word is the count of data phases before it (docs/records.md).
+    records["data_index"] = np.concatenate(([0], np.cumsum(records["data_phases"])[:-1])) \
+        if len(records) else records["data_index"]
     ann = {k: [v[i] for i in order] for k, v in ann.items()}
     inv = np.empty(len(order), np.int64)
     inv[order] = np.arange(len(order))

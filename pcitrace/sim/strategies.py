@@ -280,8 +280,12 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
                 h.parity_lane = "par64"
         specs.insert(pos, h)
         hosts[k] = h
-    if "frame_reasserted" in hosts and specs[-1] is hosts["frame_reasserted"]:
-        specs.append(TxnSpec(0x6, 0x7100, [0xCCCCCCCC]))      # the transaction that cuts in
+    if "frame_reasserted" in hosts:
+        # The transaction after the abandoned one cuts in while its final phase is pending,
+        # whatever its idle clocks say: it must be a plain one, not another fault's host.
+        i = next(i for i, sp in enumerate(specs) if sp is hosts["frame_reasserted"])
+        if i + 1 == len(specs) or any(specs[i + 1] is h for h in hosts.values()):
+            specs.insert(i + 1, TxnSpec(0x6, 0x7100, [0xCCCCCCCC]))
     index = {k: next(i for i, s in enumerate(specs) if s is h) for k, h in hosts.items()}
     host_at = set(index.values())
     specs[0] = dataclasses.replace(specs[0], idle_before=max(2, specs[0].idle_before))

@@ -160,7 +160,7 @@ def oracle_decode(sig: dict, times: list[int], *, mode: str = "pci", width: int 
         rec_index = len(recs)
         data_index = phases_before
         phases_before += dps
-        for c in (dp_clocks if has_ad or has_cbe else ()):
+        for c in dp_clocks:   # a word per data phase, also without AD and C/BE# (time only)
             value = g["ad"][c] if has_ad else 0
             be = g["cbe_n"][c] if has_cbe else 0
             if w != 64:

@@ -219,8 +219,10 @@ def test_byte_enables_changed_during_target_wait():
 def test_control_only_bytes_from_width():
     rec, words, _ = dec(["", "F", "FITD", "FITD", "ITD", "", "F", "ITD", ""], width=32)
     assert rec[0]["bytes"] == 12 and rec[0]["command"] == "unknown"
-    # no AD, no C/BE#: no data words, data_index still counts data phases
-    assert len(words) == 0 and rec["data_index"].tolist() == [0, 3]
+    # no AD, no C/BE#: a word per data phase carrying its time only
+    assert rec["data_index"].tolist() == [0, 3]
+    assert words["time_ps"].tolist() == [2 * P, 3 * P, 4 * P, 7 * P]
+    assert not words["value"].any() and not words["byte_enables"].any()
 
 
 def test_missing_control_signal_is_a_user_error():

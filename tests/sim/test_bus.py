@@ -426,10 +426,10 @@ def test_truth_is_self_consistent(rb):
     assert np.all(r["end_ps"][:-1] < r["start_ps"][1:])
     assert np.array_equal(r["clocks"], rb.end_clock - rb.start_clock + 1)
     assert np.allclose(r["end_ps"] - r["start_ps"], (r["clocks"] - 1) * period, atol=1)
-    if rb.with_ad:
-        assert np.array_equal(np.bincount(rb.words["record"], minlength=len(r)), r["data_phases"])
-    else:
-        assert len(rb.words) == 0
+    # one word per completed data phase, also without AD / C/BE# (then only its time)
+    assert np.array_equal(np.bincount(rb.words["record"], minlength=len(r)), r["data_phases"])
+    if not rb.with_ad:
+        assert not rb.words["value"].any() and not rb.words["byte_enables"].any()
     assert np.array_equal(r["data_index"], np.concatenate(([0], np.cumsum(r["data_phases"])[:-1])))
     assert np.all(r["bytes"] <= r["data_phases"] * r["width"] // 8)
     assert np.all((r["termination"] != "master_abort") | (r["data_phases"] == 0))
@@ -483,7 +483,10 @@ def test_capture_channel_names_profile_and_detection():
     ctl = to_capture(rb, with_ad=False)
     assert "AD" not in ctl.capture.channel_names and "PAR" not in ctl.capture.channel_names
     assert set(ctl.records["command"]) == {"unknown"} and ctl.records["address"][0] == 0
-    assert len(ctl.words) == 0 and ctl.records["bytes"][0] == 16
+    assert ctl.records["bytes"][0] == 16
+    # the words keep their times (first-word timing of a control-only capture) but no values
+    assert np.array_equal(ctl.words["time_ps"], ct.words["time_ps"])
+    assert not ctl.words["value"].any() and not ctl.words["byte_enables"].any()
 
 
 def test_two_buses_in_one_timing_capture():
@@ -510,10 +513,12 @@ def test_merged_data_index_per_records_md():
     b = render([TxnSpec(0x7, 0x0, [4, 5, 6], idle_before=8), TxnSpec(0x7, 0x0, [7], idle_before=9)],
                bus="b", with_ad=False)
     ct = to_capture([a, b])
-    # start order: a0 (clock 2), b0 (8), b1, a1; only bus a has words
+    # start order: a0 (clock 2), b0 (8), b1, a1; bus b's words carry their times only
     assert list(ct.records["bus"]) == ["a", "b", "b", "a"]
-    assert list(ct.records["data_index"]) == [0, 0, 3, 2]
-    assert list(ct.words["record"]) == [0, 0, 3] and list(ct.words["value"]) == [1, 2, 3]
+    assert list(ct.records["data_index"]) == [0, 2, 5, 6]
+    assert list(ct.words["record"]) == [0, 0, 1, 1, 1, 2, 3]
+    assert list(ct.words["value"]) == [1, 2, 0, 0, 0, 0, 3]
+    assert np.all(np.diff(ct.words["time_ps"][2:5]) > 0)
 
 
 def test_glitch_changes_no_sampled_value():
