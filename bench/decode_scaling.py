@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_decode import CLOCK_HZ, CONTROL, FULL, NAMES, nic_traffic  # noqa: E402
+from decode_vs_sigrok import CLOCK_HZ, CONTROL, FULL, NAMES, nic_traffic  # noqa: E402
 
 
 def streaming_capture(base: dict[str, np.ndarray], n: int):

@@ -1,6 +1,6 @@
 """Fast engine vs the reference decoder (sigrok-cli) on the same state-mode .sr captures.
 
-    .venv/bin/python bench/bench_decode.py [--clocks 20000000] [--slice 2000000]
+    .venv/bin/python bench/decode_vs_sigrok.py [--clocks 20000000] [--slice 2000000]
 
 1. Engine throughput: a large busy bus (NIC-like traffic rendered by pcitrace.sim.bus and
    tiled to --clocks) decoded by the streaming engine in 1 M-clock chunks, control lines only
