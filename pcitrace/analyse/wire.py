@@ -164,9 +164,16 @@ def _match_causal(anchor: np.ndarray, cand: np.ndarray, *, before: bool, tol: fl
     return out
 
 
-def _side(anchor: np.ndarray, t: np.ndarray, after: bool, tol: float | None, spacing: float):
+def _side(anchor: np.ndarray, t: np.ndarray, after: bool, tol: float | None, spacing: float) -> np.ndarray:
     tol = tol if tol is not None else max(1e6, spacing / 2)
-    return _match_causal(anchor, t, before=not after, tol=tol, window=max(4 * spacing, 50e6)), None
+    return _match_causal(anchor, t, before=not after, tol=tol, window=max(4 * spacing, 50e6))
+
+
+def _pick(values: np.ndarray, idx: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """values[idx] where ok, else -1 (idx may hold -1 where not ok; values may be empty)."""
+    if len(values) == 0:
+        return np.full(len(idx), -1, np.int64)
+    return np.where(ok, values[np.maximum(idx, 0)], -1).astype(np.int64)
 
 
 def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
@@ -202,7 +209,7 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
         if not len(t) or not n:
             return -1
         anchor = we if after else ws
-        m, _ = _side(anchor, t, after, tolerance_ps, spacing)
+        m = _side(anchor, t, after, tolerance_ps, spacing)
         return int((m >= 0).sum())
 
     if send_bus is None and buses:
@@ -241,33 +248,24 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
             method = "sequence"
         else:
             anchor = ws if side == "send" else we
-            m, _ = _side(anchor, t, side == "recv", tolerance_ps, spacing)
+            m = _side(anchor, t, side == "recv", tolerance_ps, spacing)
             method = "time" if method == "none" else method
         hit = m >= 0
-        pidx = np.where(hit, sel[np.maximum(m, 0)] if len(sel) else -1, -1)
+        pidx = _pick(sel, m, hit)
         used = np.zeros(len(sel), bool)
         used[m[hit]] = True
+        p = ba.packets
+        chain[f"{side}_packet"] = pidx
+        chain[f"{side}_first_word_ps"] = _pick(t, m, hit)
+        chain[f"{side}_dma_end_ps"] = _pick(p["data_end_ps"], pidx, hit)
         if side == "send":
-            chain["send_packet"] = pidx
-            chain["send_first_word_ps"] = np.where(hit, t[np.maximum(m, 0)] if len(t) else -1, -1)
-            chain["send_dma_end_ps"] = np.where(hit, ba.packets["data_end_ps"][np.maximum(pidx, 0)]
-                                                if len(ba.packets) else -1, -1)
-            chain["send_first_dma_ps"] = np.where(hit, ba.packets["first_dma_ps"][np.maximum(pidx, 0)]
-                                                  if len(ba.packets) else -1, -1)
-            g = ba.packets["setup_group"][np.maximum(pidx, 0)] if len(ba.packets) else np.full(n, -1)
-            ok = hit & (g >= 0)
-            chain["csr_setup_start_ps"] = np.where(ok, ba.groups["start_ps"][np.maximum(g, 0)]
-                                                   if len(ba.groups) else -1, -1)
+            chain["send_first_dma_ps"] = _pick(p["first_dma_ps"], pidx, hit)
+            g = _pick(p["setup_group"], pidx, hit)
+            chain["csr_setup_start_ps"] = _pick(ba.groups["start_ps"], g, g >= 0)
             un_s = sel[~used]
         else:
-            chain["recv_packet"] = pidx
-            chain["recv_first_word_ps"] = np.where(hit, t[np.maximum(m, 0)] if len(t) else -1, -1)
-            chain["recv_dma_end_ps"] = np.where(hit, ba.packets["data_end_ps"][np.maximum(pidx, 0)]
-                                                if len(ba.packets) else -1, -1)
-            g = ba.packets["interrupt_group"][np.maximum(pidx, 0)] if len(ba.packets) else np.full(n, -1)
-            ok = hit & (g >= 0)
-            chain["recv_interrupt_ps"] = np.where(ok, ba.groups["start_ps"][np.maximum(g, 0)]
-                                                  if len(ba.groups) else -1, -1)
+            g = _pick(p["interrupt_group"], pidx, hit)
+            chain["recv_interrupt_ps"] = _pick(ba.groups["start_ps"], g, g >= 0)
             un_r = sel[~used]
 
     s_ok = chain["send_packet"] >= 0

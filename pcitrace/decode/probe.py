@@ -40,6 +40,14 @@ def frame_bytes_from_wire(wire_ps: np.ndarray | int, rate_mbps: int):
     return np.maximum(n, 0)
 
 
+def frames_array(rows: list[dict]) -> np.ndarray:
+    """FRAME_DTYPE array from frame dicts with the FRAME_FIELDS keys (one per frame)."""
+    arr = np.zeros(len(rows), FRAME_DTYPE)
+    for n in FRAME_FIELD_NAMES:
+        arr[n] = [rec[n] for rec in rows]
+    return arr
+
+
 def _blank_frame() -> dict:
     return {n: (-1 if k == "i" else False if k == "b" else 0 if k == "u" else "") for n, k in FRAME_FIELDS}
 
@@ -116,11 +124,7 @@ def decode_probe_chunks(chunks: Iterable[tuple[int, np.ndarray, dict[str, np.nda
         rec = _finish(st, st.last_ps, link, rate_mbps)
         rec["truncated"] = True
         out.append(rec)
-    arr = np.zeros(len(out), FRAME_DTYPE)
-    for i, rec in enumerate(out):
-        for n in FRAME_FIELD_NAMES:
-            arr[n][i] = rec[n]
-    return arr
+    return frames_array(out)
 
 
 def _finish(st: ProbeState, end_ps: int, link: str, rate_mbps: int) -> dict:
@@ -318,8 +322,4 @@ def run_sigrok_probe(capture_path, bus, *, sigrok_cli: str | None = None) -> np.
         if not obj["gmii"]:
             obj["frame_bytes"] = int(frame_bytes_from_wire(obj["wire_time_ps"], rate_mbps))
         rows.append(obj)
-    arr = np.zeros(len(rows), FRAME_DTYPE)
-    for i, rec in enumerate(rows):
-        for n in FRAME_FIELD_NAMES:
-            arr[n][i] = rec[n]
-    return arr
+    return frames_array(rows)
