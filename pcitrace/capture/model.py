@@ -24,7 +24,7 @@ Time bases:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -127,6 +127,8 @@ class Chunk:
 
 # A chunk source yields chunks of the named channels covering [start, stop).
 ChunkSource = Callable[[Sequence[str], int, int, int], Iterator[Chunk]]
+# A field source (optional, see Capture.iter_fields) yields chunks of assembled fields.
+FieldSource = Callable[[Mapping[str, "str | Sequence[str]"], int, int, int], Iterator[Chunk]]
 
 
 class Capture:
@@ -138,8 +140,10 @@ class Capture:
     """
 
     def __init__(self, channels: Sequence[ChannelInfo], timebase: TimeBase, num_samples: int,
-                 source: ChunkSource, metadata: dict | None = None, path: str | None = None):
+                 source: ChunkSource, metadata: dict | None = None, path: str | None = None,
+                 field_source: FieldSource | None = None):
         self.channels = list(channels)
+        self._field_source = field_source
         self.timebase = timebase
         self.num_samples = int(num_samples)
         self._source = source
@@ -200,6 +204,30 @@ class Capture:
         if start >= stop:
             return iter(())
         return self._source(names, start, stop, chunk_samples)
+
+    def iter_fields(self, fields: Mapping[str, "str | Sequence[str]"], start: int = 0,
+                    stop: int | None = None, chunk_samples: int = DEFAULT_CHUNK
+                    ) -> Iterator[Chunk] | None:
+        """Chunks of assembled fields, or None when the capture has no faster way to make
+        them than :meth:`iter_chunks` (the caller then assembles them itself).
+
+        ``fields`` maps an output name to a 1-bit channel (a str: uint8 levels) or to a list of
+        1-bit channels, least significant first (uint64, bit i = the i-th channel). A reader
+        that keeps samples packed (.sr) serves these straight from the packed bytes instead of
+        unpacking every line; the values are those the generic assembly would give. Arrays
+        are the caller's to modify.
+        """
+        source = getattr(self, "_field_source", None)   # subclasses may not call __init__
+        if source is None:
+            return None
+        for v in fields.values():
+            for c in ([v] if isinstance(v, str) else v):
+                if self.channel(c).width != 1:
+                    return None
+        stop = self.num_samples if stop is None else min(stop, self.num_samples)
+        if start >= stop:
+            return iter(())
+        return source(dict(fields), start, stop, chunk_samples)
 
     def read(self, names: Sequence[str] | None = None, start: int = 0,
              stop: int | None = None) -> dict[str, np.ndarray]:

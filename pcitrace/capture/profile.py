@@ -541,6 +541,18 @@ def _assemble(bus: BusProfile, sig: str, data: dict[str, np.ndarray], widths: di
     return out
 
 
+def _invert(bus: BusProfile, sig: str, a: np.ndarray, widths: dict[str, int]) -> np.ndarray:
+    """Undo the profile's inversion of an assembled signal in place (``a`` is fresh)."""
+    if sig not in bus.inverted:
+        return a
+    if sig not in VECTOR_SIGNALS:
+        a ^= np.uint8(1)
+        return a
+    shift = sum(widths[c] for c in bus.channels_of(sig))
+    a ^= np.uint64((1 << shift) - 1) if shift < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    return a
+
+
 def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
                profile_name: str = "profile", *, read_samples: int | None = None
                ) -> Iterator[BusChunk]:
@@ -577,7 +589,24 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
 
     if tb.mode == "state":
         # every sample is a clock; re-chunk so chunks are exactly chunk_clocks long
-        for ch in capture.iter_chunks(chans, chunk_samples=read_samples or chunk_clocks):
+        read = read_samples or chunk_clocks
+        fields = {s: (bus.channels_of(s) if s in VECTOR_SIGNALS else bus.channels_of(s)[0])
+                  for s in sigs}
+        packed = capture.iter_fields(fields, chunk_samples=read)
+        if packed is not None:
+            # the capture assembles the vectors itself (from packed samples): only the
+            # profile's inversions are left to apply
+            for ch in packed:
+                if ch.length == 0:
+                    continue
+                pend_t.append(tb.times_at(np.arange(ch.start, ch.start + ch.length)))
+                for s in sigs:
+                    pend[s].append(_invert(bus, s, ch.data[s], widths))
+                npend += ch.length
+                yield from flush(False)
+            yield from flush(True)
+            return
+        for ch in capture.iter_chunks(chans, chunk_samples=read):
             if ch.length == 0:
                 continue
             pend_t.append(tb.times_at(np.arange(ch.start, ch.start + ch.length)))

@@ -265,6 +265,39 @@ def _extract_bits(raw: np.ndarray, bit: int) -> np.ndarray:
     return (raw[:, bit >> 3] >> np.uint8(bit & 7)) & np.uint8(1)
 
 
+def _runs_of_bits(bits: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(first bit position, lines, first line) of each stretch of consecutive bit positions."""
+    out = []
+    i = 0
+    while i < len(bits):
+        j = i + 1
+        while j < len(bits) and bits[j] == bits[j - 1] + 1 and j - i < 64 - (bits[i] & 7):
+            j += 1
+        out.append((bits[i], j - i, i))
+        i = j
+    return out
+
+
+def _gather_vector(buf: np.ndarray, n: int, unitsize: int, bits: Sequence[int]) -> np.ndarray:
+    """uint64 per sample: line i of the vector is sample bit ``bits[i]``. Consecutive bit
+    positions are read together as one little-endian word straight from the packed samples
+    (a strided view, no per-line unpacking); ``buf`` holds n samples plus 8 spare bytes.
+    A stretch ends where one 8-byte read starting at its first bit's byte would not cover it."""
+    out = None
+    for pos, width, line in _runs_of_bits(bits):
+        word = np.ndarray((n,), dtype="<u8", buffer=buf, offset=pos >> 3, strides=(unitsize,))
+        part = word >> np.uint64(pos & 7) if pos & 7 else word.copy()
+        if width < 64:
+            part &= np.uint64((1 << width) - 1)
+        if line:
+            part <<= np.uint64(line)
+        if out is None:
+            out = part
+        else:
+            out |= part
+    return out.astype(np.uint64, copy=False) if out is not None else np.zeros(n, np.uint64)
+
+
 def read_sr(path) -> Capture:
     """Open a sigrok session file as a (streamed) Capture."""
     path = os.fspath(path)
@@ -301,7 +334,8 @@ def read_sr(path) -> Capture:
     chunks = lay.chunks
     unitsize = lay.unitsize
 
-    def source(names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:
+    def raw_blocks(start: int, stop: int, chunk: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(first sample, bytes of the packed samples) blocks covering [start, stop)."""
         chunk = max(1, int(chunk))
         with _open_zip(path) as zf:
             for member, first, n in chunks:
@@ -327,8 +361,7 @@ def read_sr(path) -> Capture:
                             buf = f.read(step * unitsize)
                             if len(buf) != step * unitsize:
                                 raise EOFError("chunk shorter than its declared size")
-                            raw = np.frombuffer(buf, dtype=np.uint8).reshape(step, unitsize)
-                            yield Chunk(pos, {nm: _extract_bits(raw, bit_of[nm]) for nm in names})
+                            yield pos, buf
                             pos += step
                 except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
                     raise PcitraceError(
@@ -336,13 +369,33 @@ def read_sr(path) -> Capture:
                         where=f"zip member {member}",
                         fix="the capture is damaged or truncated; re-copy or re-export it") from None
 
+    def source(names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:
+        for pos, data in raw_blocks(start, stop, chunk):
+            raw = np.frombuffer(data, dtype=np.uint8).reshape(-1, unitsize)
+            yield Chunk(pos, {nm: _extract_bits(raw, bit_of[nm]) for nm in names})
+
+    def field_source(fields, start: int, stop: int, chunk: int) -> Iterator[Chunk]:
+        plan = {k: ([bit_of[v]] if isinstance(v, str) else [bit_of[c] for c in v], isinstance(v, str))
+                for k, v in fields.items()}
+        for pos, data in raw_blocks(start, stop, chunk):
+            n = len(data) // unitsize
+            # 8 spare bytes: a word read at any byte of the last sample stays in the buffer
+            buf = np.empty(len(data) + 8, np.uint8)
+            buf[:len(data)] = np.frombuffer(data, np.uint8)
+            buf[len(data):] = 0
+            raw = buf[:len(data)].reshape(n, unitsize)
+            out = {}
+            for k, (bits, single) in plan.items():
+                out[k] = _extract_bits(raw, bits[0]) if single else _gather_vector(buf, n, unitsize, bits)
+            yield Chunk(pos, out)
+
     metadata = {"format": "sr", "unitsize": unitsize, "sr_version": lay.version,
                 "chunk_members": len(chunks)}
     if lay.analog:
         metadata["analog_channels_ignored"] = lay.analog
     metadata.update(extra.get("metadata", {}))
     return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, source,
-                   metadata=metadata, path=path)
+                   metadata=metadata, path=path, field_source=field_source)
 
 
 # -- writing -------------------------------------------------------------------------------

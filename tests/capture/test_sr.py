@@ -10,6 +10,7 @@ import zipfile
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pcitrace.capture import open_capture, write_sr
 from pcitrace.capture.model import Capture, TimeBase
@@ -309,3 +310,125 @@ def test_writing_the_same_capture_twice_gives_identical_bytes(tmp_path):
     time.sleep(2.1)   # zip timestamps have a 2-second resolution
     write_sr(cap, tmp_path / "b.sr")
     assert (tmp_path / "a.sr").read_bytes() == (tmp_path / "b.sr").read_bytes()
+
+
+# -- the packed fast path (Capture.iter_fields) -------------------------------------------------
+
+def _random_sr(tmp_path, rng, unitsize: int, n: int, members: int):
+    """A state-mode .sr with random sample bytes and probes at random bit positions."""
+    total = unitsize * 8
+    nprobes = int(rng.integers(1, total + 1))
+    bits = np.sort(rng.choice(total, nprobes, replace=False))
+    raw = rng.integers(0, 256, (n, unitsize), dtype=np.uint8)
+    meta = ["[global]", "sigrok version=0.5.2", "", "[device 1]", "capturefile=logic-1",
+            f"total probes={total}", "samplerate=33 MHz", "total analog=0"]
+    meta += [f"probe{b + 1}=L{b}" for b in bits] + [f"unitsize={unitsize}", ""]
+    cuts = np.sort(rng.integers(0, n + 1, members - 1)) if members > 1 else []
+    parts = np.split(raw, cuts)
+    files = {"version": b"2", "metadata": "\n".join(meta).encode(),
+             EXTRA_MEMBER: json.dumps({"format": 1, "mode": "state", "clock_hz": 33e6}).encode()}
+    files.update({f"logic-1-{i + 1}": p.tobytes() for i, p in enumerate(parts)})
+    path = tmp_path / f"r{unitsize}_{n}.sr"
+    make_sr(path, files)
+    return path, [f"L{b}" for b in bits]
+
+
+def _generic_fields(cap, fields, chunk):
+    """What iter_fields must equal: every line unpacked by iter_chunks and assembled LSB first."""
+    names = sorted({c for v in fields.values() for c in ([v] if isinstance(v, str) else v)})
+    data = cap.read(names)
+    out = {}
+    for k, v in fields.items():
+        if isinstance(v, str):
+            out[k] = data[v]
+        else:
+            acc = np.zeros(cap.num_samples, np.uint64)
+            for i, c in enumerate(v):
+                acc |= data[c].astype(np.uint64) << np.uint64(i)
+            out[k] = acc
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), unitsize=st.integers(1, 11), n=st.integers(1, 400),
+       members=st.integers(1, 3), chunk=st.integers(1, 500))
+def test_packed_fields_equal_generic_assembly(tmp_path, seed, unitsize, n, members, chunk):
+    rng = np.random.default_rng(seed)
+    path, names = _random_sr(tmp_path, rng, unitsize, n, members)
+    cap = read_sr(path)
+    fields = {}
+    for f in range(int(rng.integers(1, 5))):
+        kind = rng.integers(0, 3)
+        if kind == 0:      # one line
+            fields[f"f{f}"] = str(rng.choice(names))
+        elif kind == 1:    # consecutive probes (aligned or not), the common wiring
+            a = int(rng.integers(0, len(names)))
+            b = int(rng.integers(a + 1, min(len(names), a + 64) + 1))
+            fields[f"f{f}"] = names[a:b]
+        else:              # any order, any subset
+            k = int(rng.integers(1, min(len(names), 64) + 1))
+            fields[f"f{f}"] = [str(x) for x in rng.choice(names, k, replace=False)]
+    want = _generic_fields(cap, fields, chunk)
+    it = cap.iter_fields(fields, chunk_samples=chunk)
+    assert it is not None
+    parts = list(it)
+    assert [p.start for p in parts] == sorted(p.start for p in parts)
+    assert sum(p.length for p in parts) == n
+    for k, v in fields.items():
+        got = np.concatenate([p[k] for p in parts])
+        assert got.dtype == (np.uint8 if isinstance(v, str) else np.uint64)
+        np.testing.assert_array_equal(got, want[k], err_msg=f"field {k} = {v}")
+
+
+def test_packed_fields_cover_all_64_lines_at_every_offset(tmp_path):
+    # a 64-line vector starting at each bit of a byte: 8-byte reads unaligned by 0..7 bits
+    rng = np.random.default_rng(7)
+    for off in range(8):
+        unitsize = 10
+        raw = rng.integers(0, 256, (33, unitsize), dtype=np.uint8)
+        probes = [f"B{i}" for i in range(unitsize * 8)]
+        make_sr(tmp_path / f"o{off}.sr", {"version": b"2", "metadata": metadata(probes, unitsize),
+                                          "logic-1-1": raw.tobytes()})
+        cap = read_sr(tmp_path / f"o{off}.sr")
+        fields = {"ad": probes[off:off + 64], "top": probes[-64:]}
+        got = {k: np.concatenate([c[k] for c in cap.iter_fields(fields, chunk_samples=8)]) for k in fields}
+        want = _generic_fields(cap, fields, 8)
+        for k in fields:
+            np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_captures_without_packed_samples_say_so():
+    cap = Capture.from_arrays({"A": np.zeros(4, np.uint8)}, TimeBase.state(clock_hz=1e6))
+    assert cap.iter_fields({"a": "A"}) is None
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), chunk=st.integers(1, 128),
+       inv=st.sets(st.sampled_from(["frame_n", "ad", "cbe_n", "par"])))
+def test_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, seed, n, chunk, inv):
+    from pcitrace.capture.profile import BusProfile, bus_clocks
+
+    rng = np.random.default_rng(seed)
+    lines = {"FRAME#": 1, "IRDY#": 1, "TRDY#": 1, "STOP#": 1, "DEVSEL#": 1, "PAR": 1,
+             "AD": int(rng.choice([8, 32, 33, 64])), "CBE": int(rng.integers(2, 9))}
+    sr_names = [nm for nm, w in lines.items() for nm in ([nm] if w == 1 else [f"{nm}{i}" for i in range(w)])]
+    order = list(rng.permutation(len(sr_names))) if rng.random() < 0.5 else list(range(len(sr_names)))
+    arrays = {sr_names[i]: rng.integers(0, 2, n, dtype=np.uint8) for i in order}
+    write_sr(Capture.from_arrays(arrays, TimeBase.state(clock_hz=33e6)), tmp_path / "b.sr")
+    cap = read_sr(tmp_path / "b.sr")
+    generic = Capture(cap.channels, cap.timebase, cap.num_samples, cap._source, cap.metadata, cap.path)
+    assert generic.iter_fields({"x": "PAR"}) is None
+    signals = {"frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#",
+               "devsel_n": "DEVSEL#", "par": "PAR", "ad": [f"AD{i}" for i in range(lines["AD"])],
+               "cbe_n": [f"CBE{i}" for i in range(lines["CBE"])]}
+    bus = BusProfile("b", signals=signals, inverted=set(inv), width=64)
+    fast = list(bus_clocks(cap, bus, chunk_clocks=chunk))
+    slow = list(bus_clocks(generic, bus, chunk_clocks=chunk))
+    assert [len(c) for c in fast] == [len(c) for c in slow]
+    for a, b in zip(fast, slow):
+        assert a.start_clock == b.start_clock
+        np.testing.assert_array_equal(a.times_ps, b.times_ps)
+        assert set(a.sig) == set(b.sig)
+        for k in a.sig:
+            assert a.sig[k].dtype == b.sig[k].dtype, k
+            np.testing.assert_array_equal(a.sig[k], b.sig[k], err_msg=k)
