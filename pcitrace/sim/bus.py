@@ -560,6 +560,26 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
                                     fix="name an existing data phase or -1 for the address phase")
         n_words += P
 
+    return _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_req64,
+                     t_ack64, t_master, t_cmd, t_addr, t_dac, t_px, par_flips, reasserted, h_ad, h_cbe,
+                     data_parts, be_parts, n_words, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
+                     masters=masters, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
+                     total_clocks=total_clocks)
+
+
+def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_req64, t_ack64,
+              t_master, t_cmd, t_addr, t_dac, t_px, par_flips, reasserted, h_ad, h_cbe, data_parts, be_parts,
+              n_words, clock, *, mode, width, clock_hz, bus, masters, gnt_master, with_ad, tail,
+              total_clocks) -> RenderedBus:
+    """The vectorised half of :func:`render`: per-clock signals and truth from the per-transaction
+    columns (shape index, address clock, idle clocks, header / data word bases, ...) that its
+    loop - or :func:`pcitrace.sim.specs.render_txns`, straight from the model - collected.
+    ``t_P`` and ``t_start`` may be numpy arrays; the header tables ``h_ad`` / ``h_cbe`` start with
+    the entry of the bus before anything (0 / 0xFF)."""
+    pcix = mode == "pcix"
+    table = command_table(mode)
+    names = {c: table[c][0] for c in range(16)}
+    late: list[tuple[int, int]] = []
     ntx = len(t_start)
     total = clock + max(int(tail), 1)
     if total_clocks is not None:
@@ -633,13 +653,19 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     widx[np.concatenate(([0], np.cumsum(rl)[:-1]))] = rw - np.concatenate(([0], rw + (rl - 1) * rs))[:-1]
     np.cumsum(widx, out=widx)
 
-    all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
-        if data_parts else np.zeros(0, np.uint64)
+    prebuilt = isinstance(data_parts, np.ndarray)     # render_txns: the words and byte enables
+    if prebuilt:
+        all_ad = data_parts
+    else:
+        all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
+            if data_parts else np.zeros(0, np.uint64)
     rec_of_word = np.repeat(np.arange(ntx), t_P_a)
     wide_t = np.asarray(t_wide, bool)
     wide_w = wide_t[rec_of_word]
     all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
-    if any(b is not None for b in be_parts):
+    if prebuilt:
+        all_be = np.asarray(be_parts, np.uint8)
+    elif any(b is not None for b in be_parts):
         zero = np.zeros(int(t_P_a.max()), np.uint8)
         parts = []
         for d, b in zip(data_parts, be_parts):

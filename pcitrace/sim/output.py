@@ -55,10 +55,9 @@ from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.profile import BusProfile, NicIdentity, Profile, save_profile
 from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE, record_to_dict
 from pcitrace.errors import PcitraceError
-from pcitrace.sim.bus import render
 from pcitrace.sim.model import ModelResult, run_model
 from pcitrace.sim.scenario import Scenario
-from pcitrace.sim.specs import MASTERS, spec_clocks, to_specs
+from pcitrace.sim.specs import MASTERS, phases, render_txns, spec_clocks
 
 TRUTH_FORMAT = "pcitrace-truth/1"
 
@@ -158,16 +157,15 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
         if not timing:
             K = nsamples
         txns = b.txns
-        specs = to_specs(txns)
         frng = np.random.default_rng([sc.seed, 0xFA, bi])
         share = lambda n: n // len(buses) + (bi < n % len(buses))      # noqa: E731
+        parity: dict[int, int] = {}
         if sc.faults.parity_errors:
-            cand = [i for i, t in enumerate(txns) if t.master == "nic" and len(specs[i].data)]
+            cand = [i for i, t in enumerate(txns) if t.master == "nic" and phases(t)]
             for i in sorted(frng.choice(cand, min(len(cand), share(sc.faults.parity_errors)), replace=False)):
-                specs[i].parity_error = int(frng.integers(0, len(specs[i].data)))
-        rb = render(specs, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
-                    masters=MASTERS, gnt_master=0 if sc.gnt else None, with_ad=sc.ad,
-                    tail=1, total_clocks=K)
+                parity[int(i)] = int(frng.integers(0, phases(txns[i])))
+        rb = render_txns(txns, parity, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
+                         gnt_master=0 if sc.gnt else None, with_ad=sc.ad, tail=1, total_clocks=K)
         starts = np.array([t.start for t in txns], np.int64)
         ends = np.array([t.start + t.clocks - 1 for t in txns], np.int64)
         if len(txns) and (not np.array_equal(rb.start_clock, starts) or not np.array_equal(rb.end_clock, ends)):
