@@ -229,6 +229,73 @@ def decode_capture(capture, profile=None, *, buses=None, engine: str = "fast",
     return DecodeResult(records, words, findings, profile, summaries, frames, engine)
 
 
+def iter_records(capture, profile=None, *, buses=None, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
+                 progress=None):
+    """The records of ``decode_capture(capture, profile, buses=buses).records`` (fast engine),
+    chunk by chunk in the same order with the same ``data_index``, holding only about one
+    chunk per bus: for writing captures too long to hold every record (``pcitrace decode -o``).
+
+    Several buses are merged by start time as they stream: the bus that is furthest behind is
+    read next, and a record is passed on once no bus can still produce an earlier one.
+    """
+    from pcitrace.capture import open_capture
+    from pcitrace.capture.profile import Profile, resolve_profile
+
+    if isinstance(capture, (str, os.PathLike)):
+        capture = open_capture(capture)
+    if not isinstance(profile, Profile):
+        profile = resolve_profile(capture, profile)
+    else:
+        profile.check(capture)
+    pci = [b for b in _select(profile, buses) if b.is_pci]
+    gens = [iter_bus(capture, b, chunk_clocks=chunk_clocks, profile_name=profile.describe(),
+                     progress=progress) for b in pci]
+    pending: list[list[np.ndarray]] = [[] for _ in pci]
+    frontier = [-(1 << 62)] * len(pci)      # start_ps of the last record read from each bus
+    live = set(range(len(pci)))
+    data_index = 0
+
+    def emit(upto: int | None) -> np.ndarray:
+        """Every pending record starting before ``upto`` (all when None), in start order;
+        ties go to the bus listed first, as merge_buses orders them."""
+        nonlocal data_index
+        parts = []
+        for k, chunks in enumerate(pending):
+            if not chunks:
+                continue
+            arr = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+            cut = len(arr) if upto is None else int(np.searchsorted(arr["start_ps"], upto, side="left"))
+            parts.append(arr[:cut])
+            pending[k] = [arr[cut:]] if cut < len(arr) else []
+        out = _cat(parts, RECORD_DTYPE)
+        if len(parts) > 1:
+            out = out[np.argsort(out["start_ps"], kind="stable")]
+        elif len(out):
+            out = out.copy()
+        if len(out):
+            phases = out["data_phases"].astype(np.int64)
+            first = np.empty(len(out), np.int64)
+            first[0] = 0
+            np.cumsum(phases[:-1], out=first[1:])
+            out["data_index"] = data_index + first
+            data_index += int(phases.sum())
+        return out
+
+    while live:
+        k = min(live, key=lambda b: frontier[b])
+        try:
+            r, _, _ = next(gens[k])
+        except StopIteration:
+            live.discard(k)
+        else:
+            if len(r):
+                pending[k].append(r)
+                frontier[k] = int(r["start_ps"][-1])
+        out = emit(min(frontier[b] for b in live) if live else None)
+        if len(out):
+            yield out
+
+
 def _summary_only(capture, bus) -> BusSummary:
     """Bus clocks and time span without decoding (the sigrok path needs them too)."""
     from pcitrace.capture.profile import bus_clocks
@@ -290,4 +357,4 @@ def _decode_probe(capture, bus, required: bool):
     return frames, summary
 
 
-__all__ = ["decode_capture", "decode_bus", "iter_bus", "merge_buses", "DecodeResult", "BusSummary", "ENGINES"]
+__all__ = ["decode_capture", "decode_bus", "iter_bus", "iter_records", "merge_buses", "DecodeResult", "BusSummary", "ENGINES"]

@@ -39,15 +39,23 @@ def to_csv(arr: np.ndarray) -> str:
     return buf.getvalue()
 
 
-def write_parquet(arr: np.ndarray, path) -> None:
+def write_parquet(arr, path) -> None:
+    """Write records (one array, or an iterable of arrays written as they come) as Parquet."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ModuleNotFoundError:
         raise PcitraceError("Parquet output needs the Python package pyarrow", path=path,
                             fix="pip install pyarrow (or pip install 'pcitrace[dev]'), or use --format csv") from None
-    table = pa.table({n: arr[n] for n in arr.dtype.names})
-    pq.write_table(table, path)
+    if isinstance(arr, np.ndarray):
+        pq.write_table(pa.table({n: arr[n] for n in arr.dtype.names}), path)
+        return
+    from pcitrace.decode.records import RECORD_DTYPE
+
+    schema = pa.table({n: np.zeros(0, RECORD_DTYPE)[n] for n in RECORD_DTYPE.names}).schema
+    with pq.ParquetWriter(path, schema) as w:
+        for part in arr:
+            w.write_table(pa.table({n: part[n] for n in part.dtype.names}, schema=schema))
 
 
 def _fmt_cell(name: str, v) -> str:
@@ -164,6 +172,16 @@ def decode(capture, profile, buses, engine, fmt, show_findings, limit, output):
 
     cap = open_capture(capture)
     err = Console(stderr=True)
+    if engine == "fast" and not show_findings and fmt in ("csv", "jsonl", "parquet"):
+        from pcitrace.capture.profile import resolve_profile
+
+        prof = resolve_profile(cap, profile)
+        selected = [prof.bus(b) for b in buses] if buses else list(prof.buses)
+        if not buses or any(b.is_pci for b in selected):
+            # records go out chunk by chunk: memory stays bounded however long the capture
+            _stream(cap, prof, list(buses) or None, fmt, output, err)
+            return 0
+        profile = prof
     res = _run(cap, profile, list(buses) or None, engine, err)
 
     probe_names = [b for b in (buses or ()) if res.buses.get(b) is not None and res.buses[b].kind == "gbe_probe"]
@@ -203,6 +221,50 @@ def decode(capture, profile, buses, engine, fmt, show_findings, limit, output):
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
+
+
+def _record_chunks(cap, profile, buses, err_console):
+    from pcitrace.decode import iter_records
+
+    if not err_console.is_terminal:
+        yield from iter_records(cap, profile, buses=buses)
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("decoding"), BarColumn(), TextColumn("{task.completed:,} clocks"),
+                  TimeElapsedColumn(), console=err_console, transient=True) as prog:
+        task = prog.add_task("decode", total=None)
+        yield from iter_records(cap, profile, buses=buses, progress=lambda k: prog.advance(task, k))
+
+
+def _stream(cap, profile, buses, fmt, output, err_console) -> None:
+    """Write the records as they are decoded (csv / jsonl / parquet; a file or stdout)."""
+    from pcitrace.capture._atomic import atomic_path
+    from pcitrace.decode.records import RECORD_DTYPE
+
+    chunks = _record_chunks(cap, profile, buses, err_console)
+    if fmt == "parquet":
+        with atomic_path(output) as tmp:
+            write_parquet(chunks, tmp)
+        return
+
+    def write_all(fh) -> None:
+        if fmt == "csv":
+            cw = csv.writer(fh, lineterminator="\n")
+            cw.writerow(RECORD_DTYPE.names)
+            for arr in chunks:
+                cw.writerows(rows_of(arr)[1])
+        else:
+            for arr in chunks:
+                fh.write(to_jsonl(arr))
+
+    if output:
+        with atomic_path(output) as tmp:
+            with open(tmp, "w", encoding="utf-8", newline="") as fh:
+                write_all(fh)
+    else:
+        write_all(sys.stdout)
+        sys.stdout.flush()
 
 
 def _run(cap, profile, buses, engine, err_console):
