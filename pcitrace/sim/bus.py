@@ -730,7 +730,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     reqo = np.full(total, -1, np.int16)
     if ntx:
         seg = np.diff(np.concatenate(([0], t_start_a + 1)))
-        owner[:t_start[-1] + 1] = np.repeat(t_master_a, seg)
+        owner[:t_start[-1] + 1] = np.repeat(t_master_a.astype(np.int16), seg)
         owner[t_start[-1] + 1:] = t_master_a[-1]
         reqo[:t_start[-1]] = owner[1:t_start[-1] + 1]
     for m, mname in enumerate(masters):

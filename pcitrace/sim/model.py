@@ -217,7 +217,9 @@ class BusModel:
         return self.phase + clock * self.period
 
     def grant(self, txn: Txn, now: int) -> int:
-        req = self.clock_at(now)
+        req = -((self.phase - now) // self.period)        # clock_at(now), inlined: once per transaction
+        if req < 0:
+            req = 0
         # REQ# -> GNT# -> address phase: two clocks at least when the bus is free.
         start = max(req + 2, self.free)
         txn.req_clock = req
@@ -230,7 +232,7 @@ class BusModel:
         # one idle clock after the last FRAME#/IRDY# clock before the next address phase
         self.free = start + txn.clocks + 1
         self.txns.append(txn)
-        return self.time_of(start + txn.clocks)
+        return self.phase + (start + txn.clocks) * self.period
 
 
 # -- the model ----------------------------------------------------------------------------

@@ -57,7 +57,7 @@ from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE, re
 from pcitrace.errors import PcitraceError
 from pcitrace.sim.model import ModelResult, run_model
 from pcitrace.sim.scenario import Scenario
-from pcitrace.sim.specs import MASTERS, phases, render_txns, spec_clocks
+from pcitrace.sim.specs import MASTER_INDEX, MASTERS, phases, render_txns, spec_clocks
 
 TRUTH_FORMAT = "pcitrace-truth/1"
 
@@ -175,7 +175,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
                                  f"{rb.start_clock[bad]}..{rb.end_clock[bad]}")
         phase = b.phase
         injected = _inject_signals(sc, rb.signals, txns, starts, ends, frng, share)
-        recs = rb.records.copy()
+        recs = rb.records            # the renderer's own array: no copy of a long record list
         recs["start_ps"] = phase + starts * b.period
         recs["end_ps"] = phase + ends * b.period
         finds = rb.findings.copy()
@@ -294,16 +294,22 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
         })
 
     # -- records, sorted as the decoders give them -------------------------------------------
-    records = np.concatenate(rec_parts) if rec_parts else np.zeros(0, RECORD_DTYPE)
-    order = np.lexsort((np.arange(len(records)), records["start_ps"]))
-    records = records[order]
+    # One scatter per bus into the sorted array (no concatenated copy first): the record
+    # array of a long capture is hundreds of MB.
+    starts_all = np.concatenate([r["start_ps"] for r in rec_parts]) if rec_parts else np.zeros(0, np.int64)
+    order = np.lexsort((np.arange(len(starts_all)), starts_all))
+    inv = np.empty(len(order), np.int64)
+    inv[order] = np.arange(len(order))
+    records = np.empty(len(order), RECORD_DTYPE)
+    o = 0
+    for r in rec_parts:
+        records[inv[o:o + len(r)]] = r
+        o += len(r)
     # One word per completed data phase on every bus, kept in record order after the merge:
     # a record's first word is the count of data phases before it (docs/records.md).
     records["data_index"] = np.concatenate(([0], np.cumsum(records["data_phases"])[:-1])) \
         if len(records) else records["data_index"]
-    ann = {k: [v[i] for i in order] for k, v in ann.items()}
-    inv = np.empty(len(order), np.int64)
-    inv[order] = np.arange(len(order))
+    ann = {k: _pick(v, order) for k, v in ann.items()}
     for t, i in zip(all_txns, inv.tolist()):
         t.rec = i
     rec_dicts = RecordList(records, ann)
@@ -339,6 +345,13 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
     cap = Capture.from_arrays(arrays, tb, widths=widths, metadata=meta)
     prof = Profile(profile_buses, source="memory")
     return SimResult(cap, prof, truth, sc)
+
+
+def _pick(values: list, order: np.ndarray) -> list:
+    """``[values[i] for i in order]`` as one gather (python objects kept as they are)."""
+    arr = np.empty(len(values), object)
+    arr[:] = values
+    return arr[order].tolist()
 
 
 class RecordList(Sequence):
@@ -442,18 +455,17 @@ def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
     data = (sig["irdy_n"][:K] == 0) & (sig["trdy_n"][:K] == 0) & (sig["devsel_n"][:K] == 0) & busy
     n_busy = int(busy.sum())
     n_data = int(data.sum())
-    address = retry = 0
-    by_master = {m: 0 for m in MASTERS}
-    for t, r in zip(txns, recs):
-        hdr = (2 if t.pcix else 1)
-        if r["termination"] in ("retry", "split_response", "master_abort"):
-            retry += int(r["clocks"]) if r["termination"] == "retry" else 0
-            address += hdr if r["termination"] != "retry" else 0
-        else:
-            address += hdr
-        by_master[t.master] += int(r["clocks"])
+    # per transaction, column-wise: address clocks (every transaction but a retry has its
+    # header), retried clocks, clocks per initiator
+    clocks = recs["clocks"].astype(np.int64)
+    retried = recs["termination"] == "retry"
+    hdr = np.fromiter((2 if t.pcix else 1 for t in txns), np.int64, len(txns))
+    address = int(hdr[~retried].sum())
+    retry = int(clocks[retried].sum())
+    who = np.fromiter((MASTER_INDEX[t.master] for t in txns), np.int64, len(txns))
+    per_master = np.bincount(who, weights=clocks, minlength=len(MASTERS)) if len(txns) else np.zeros(len(MASTERS))
     wait = n_busy - n_data - address - retry
-    per = {m: v for m, v in by_master.items()}
+    per = {m: int(per_master[i]) for i, m in enumerate(MASTERS)}
     return {
         "clocks": int(K), "busy": n_busy, "fraction": n_busy / K if K else 0.0,
         "data": n_data, "wait": wait, "address": address, "retry": retry,
@@ -462,62 +474,59 @@ def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
     }
 
 
-def _txn_rows(txns):
-    return [{"record": t.rec, "start_ps": t.start_ps, "end_ps": t.end_ps, "bytes": t.nbytes,
-             "purpose": t.purpose, "termination": t.termination, "first_word_ps": t.first_ps}
-            for t in txns if t.rec >= 0]     # (rec < 0: on a bus nobody probes)
-
-
 def _packets(model: ModelResult) -> list[dict]:
+    # Straight from the Txn objects (no row dict per transaction): a long capture has
+    # hundreds of thousands of them. t.rec < 0: on a bus nobody probes.
     out = []
     bus_of = {pc: None for pc in ("a", "b")}
     for b in model.buses.values():
         bus_of[b.cfg.pc] = b.cfg.name
+    tx_data_purposes = ("data_read", "data_completion")
     for pk in model.packets:
-        csr = _txn_rows(pk.csr_txns)
-        tx = _txn_rows(pk.tx_dma)
-        rx = _txn_rows(pk.rx_dma)
-        tx_irq = _txn_rows(pk.tx_irq_csr)
-        rx_irq = _txn_rows(pk.rx_irq_csr)
-        data_tx = [r for r in tx if r["purpose"] in ("data_read", "data_completion") and r["bytes"]]
-        data_rx = [r for r in rx if r["purpose"] == "data_write"]
+        csr = [t for t in pk.csr_txns if t.rec >= 0]
+        tx = [t for t in pk.tx_dma if t.rec >= 0]
+        rx = [t for t in pk.rx_dma if t.rec >= 0]
+        tx_irq = [t for t in pk.tx_irq_csr if t.rec >= 0]
+        rx_irq = [t for t in pk.rx_irq_csr if t.rec >= 0]
+        data_tx = [t for t in tx if t.purpose in tx_data_purposes and t.nbytes]
+        data_rx = [t for t in rx if t.purpose == "data_write"]
         f = pk.frame
         d = {
             "seq": pk.seq, "src": pk.src, "dst": pk.dst, "user_bytes": pk.user_bytes,
             "frame_bytes": pk.frame_bytes, "lost": pk.lost,
             "send_bus": bus_of[pk.src], "recv_bus": bus_of[pk.dst],
             "app_send_ps": pk.send_app_ps,
-            "csr_records": [r["record"] for r in csr],
-            "csr_start_ps": csr[0]["start_ps"] if csr else -1,
-            "csr_end_ps": csr[-1]["end_ps"] if csr else -1,
-            "csr_retries": sum(r["termination"] == "retry" for r in csr),
-            "first_dma_ps": tx[0]["start_ps"] if tx else -1,
-            "tx_dma_records": [r["record"] for r in tx],
+            "csr_records": [t.rec for t in csr],
+            "csr_start_ps": csr[0].start_ps if csr else -1,
+            "csr_end_ps": csr[-1].end_ps if csr else -1,
+            "csr_retries": sum(t.termination == "retry" for t in csr),
+            "first_dma_ps": tx[0].start_ps if tx else -1,
+            "tx_dma_records": [t.rec for t in tx],
             "tx_data_bursts": len(data_tx),
-            "tx_bytes": sum(r["bytes"] for r in data_tx),
-            "tx_data_start_ps": data_tx[0]["start_ps"] if data_tx else -1,
-            "tx_first_word_ps": data_tx[0]["first_word_ps"] if data_tx else -1,
-            "tx_dma_end_ps": data_tx[-1]["end_ps"] if data_tx else -1,
+            "tx_bytes": sum(t.nbytes for t in data_tx),
+            "tx_data_start_ps": data_tx[0].start_ps if data_tx else -1,
+            "tx_first_word_ps": data_tx[0].first_ps if data_tx else -1,
+            "tx_dma_end_ps": data_tx[-1].end_ps if data_tx else -1,
             "wire_start_ps": f.start_ps if f else -1,
             "wire_end_ps": f.end_ps if f else -1,
             "wire_time_ps": (f.end_ps - f.start_ps) if f else -1,
-            "rx_dma_records": [r["record"] for r in rx],
+            "rx_dma_records": [t.rec for t in rx],
             "rx_data_bursts": len(data_rx),
-            "rx_bytes": sum(r["bytes"] for r in data_rx),
-            "rx_data_start_ps": data_rx[0]["start_ps"] if data_rx else -1,
-            "rx_first_word_ps": data_rx[0]["first_word_ps"] if data_rx else -1,
-            "rx_data_end_ps": data_rx[-1]["end_ps"] if data_rx else -1,
-            "rx_dma_end_ps": rx[-1]["end_ps"] if rx else -1,
-            "tx_irq_csr_records": [r["record"] for r in tx_irq],
-            "rx_irq_csr_records": [r["record"] for r in rx_irq],
-            "tx_irq_csr_start_ps": tx_irq[0]["start_ps"] if tx_irq else -1,
-            "rx_irq_csr_start_ps": rx_irq[0]["start_ps"] if rx_irq else -1,
+            "rx_bytes": sum(t.nbytes for t in data_rx),
+            "rx_data_start_ps": data_rx[0].start_ps if data_rx else -1,
+            "rx_first_word_ps": data_rx[0].first_ps if data_rx else -1,
+            "rx_data_end_ps": data_rx[-1].end_ps if data_rx else -1,
+            "rx_dma_end_ps": rx[-1].end_ps if rx else -1,
+            "tx_irq_csr_records": [t.rec for t in tx_irq],
+            "rx_irq_csr_records": [t.rec for t in rx_irq],
+            "tx_irq_csr_start_ps": tx_irq[0].start_ps if tx_irq else -1,
+            "rx_irq_csr_start_ps": rx_irq[0].start_ps if rx_irq else -1,
         }
         d["csr_setup_ps"] = (d["first_dma_ps"] - d["csr_start_ps"]) if csr and tx else -1
         d["send_to_recv_ps"] = (d["rx_first_word_ps"] - d["tx_first_word_ps"]) \
             if d["rx_first_word_ps"] >= 0 and d["tx_first_word_ps"] >= 0 else -1
-        d["tx_interrupt_delay_ps"] = (d["tx_irq_csr_start_ps"] - tx[-1]["end_ps"]) if tx and tx_irq else -1
-        d["rx_interrupt_delay_ps"] = (d["rx_irq_csr_start_ps"] - rx[-1]["end_ps"]) if rx and rx_irq else -1
+        d["tx_interrupt_delay_ps"] = (d["tx_irq_csr_start_ps"] - tx[-1].end_ps) if tx and tx_irq else -1
+        d["rx_interrupt_delay_ps"] = (d["rx_irq_csr_start_ps"] - rx[-1].end_ps) if rx and rx_irq else -1
         out.append(d)
     return out
 
