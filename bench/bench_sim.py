@@ -12,6 +12,7 @@ by CPU time (on a shared machine the CPU time shows what an idle one would do).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -55,10 +56,11 @@ def main() -> int:
         return r
 
     out.run_model, out.render_txns = timed_run, timed_render
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, r0 = time.perf_counter(), time.process_time(), os.times()
     result = out.simulate(sc)
     total = time.perf_counter() - t0
     cpu = time.process_time() - c0
+    r1 = os.times()
     stages["capture + truth"] = cpu - sum(stages.values())
     clocks = int(result.truth["occupancy"][sc.buses[0].name]["clocks"])
     if args.write:
@@ -76,6 +78,11 @@ def main() -> int:
     print(f"wall {total:.2f} s: {rate / 1e6:.2f} M clocks/s; target {TARGET / 1e6:.0f} M clocks/s; "
           f"ratio {rate / TARGET:.2f}")
     print(f"cpu  {cpu:.2f} s: {cpu_rate / 1e6:.2f} M clocks/s; ratio {cpu_rate / TARGET:.2f}")
+    # The system part is mostly first touches of fresh memory pages, which some VMs make very
+    # dear (tens of microseconds a page): user time is the simulator's own work.
+    user, system = r1.user - r0.user, r1.system - r0.system
+    print(f"simulate: user {user:.2f} s ({clocks / max(user, 1e-9) / 1e6:.2f} M clocks/s), "
+          f"system {system:.2f} s")
     return 0
 
 

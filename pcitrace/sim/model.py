@@ -148,6 +148,7 @@ class Engine:
         self.now = 0
         self._heap: list = []
         self._seq = 0
+        self._until = -1            # run()'s horizon while it runs
 
     def at(self, t: int, gen, value=None):
         self._seq += 1
@@ -163,12 +164,18 @@ class Engine:
             q.items.append(item)
 
     def run(self, until: int):
-        while self._heap and self._heap[0][0] <= until:
-            t, _, gen, value = heapq.heappop(self._heap)
-            self.now = t
-            self._step(gen, value)
+        self._until = until
+        heap = self._heap
+        try:
+            while heap and heap[0][0] <= until:
+                t, _, gen, value = heapq.heappop(heap)
+                self.now = t
+                self._step(gen, value)
+        finally:
+            self._until = -1
 
     def _step(self, gen, value):
+        heap = self._heap
         while True:
             try:
                 cmd = gen.send(value)
@@ -176,24 +183,31 @@ class Engine:
                 return
             op = cmd[0]
             if op == "sleep":
-                self.at(self.now + max(0, int(cmd[1])), gen)
-                return
-            if op == "until":
-                self.at(max(self.now, int(cmd[1])), gen)
-                return
-            if op == "get":
+                t = self.now + max(0, int(cmd[1]))
+                value = None
+            elif op == "until":
+                t = max(self.now, int(cmd[1]))
+                value = None
+            elif op == "get":
                 q = cmd[1]
                 if q.items:
                     value = q.items.popleft()
                     continue
                 q.waiters.append(gen)
                 return
-            if op == "txn":
-                bus, txn = cmd[1], cmd[2]
-                end_ps = bus.grant(txn, self.now)
-                self.at(end_ps, gen, txn)
-                return
-            raise ValueError(op)
+            elif op == "txn":
+                txn = cmd[2]
+                t = cmd[1].grant(txn, self.now)
+                value = txn
+            else:
+                raise ValueError(op)
+            # Nothing else is due before (or at) t: going through the heap would pop this very
+            # generator next, so resume it at once (ties keep their order: they go the heap way).
+            if t <= self._until and (not heap or heap[0][0] > t):
+                self.now = t
+                continue
+            self.at(t, gen, value)
+            return
 
 
 class BusModel:
