@@ -334,9 +334,14 @@ def read_sr(path) -> Capture:
     chunks = lay.chunks
     unitsize = lay.unitsize
 
-    def raw_blocks(start: int, stop: int, chunk: int) -> Iterator[tuple[int, np.ndarray]]:
-        """(first sample, bytes of the packed samples) blocks covering [start, stop)."""
+    def raw_blocks(start: int, stop: int, chunk: int) -> Iterator[tuple[int, bytes]]:
+        """(first sample, bytes of the packed samples) blocks covering [start, stop), each
+        ``chunk`` samples long but the last: a block runs on into the next member, so
+        consumers re-chunking to the same size never have to stitch pieces together."""
         chunk = max(1, int(chunk))
+        acc: list[bytes] = []
+        acc_n = 0
+        acc_pos = start
         with _open_zip(path) as zf:
             for member, first, n in chunks:
                 if first + n <= start:
@@ -357,17 +362,28 @@ def read_sr(path) -> Capture:
                             pos += step
                         end = min(first + n, stop)
                         while pos < end:
-                            step = min(chunk, end - pos)
+                            step = min(chunk - acc_n, end - pos)
                             buf = f.read(step * unitsize)
                             if len(buf) != step * unitsize:
                                 raise EOFError("chunk shorter than its declared size")
-                            yield pos, buf
                             pos += step
+                            if acc_n == 0 and step == chunk:
+                                yield acc_pos, buf
+                                acc_pos += step
+                                continue
+                            acc.append(buf)
+                            acc_n += step
+                            if acc_n == chunk:
+                                yield acc_pos, b"".join(acc)
+                                acc_pos += acc_n
+                                acc, acc_n = [], 0
                 except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
                     raise PcitraceError(
                         f"chunk {member!r} is corrupt near sample {pos} ({exc})", path=path,
                         where=f"zip member {member}",
                         fix="the capture is damaged or truncated; re-copy or re-export it") from None
+        if acc_n:
+            yield acc_pos, b"".join(acc)
 
     def source(names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:
         for pos, data in raw_blocks(start, stop, chunk):

@@ -319,7 +319,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     rlo = runs.step_to(lo, start_r[:nproc], 3)
 
     # --- devsel, width ------------------------------------------------------------------------
-    fd, rfd = runs.first("d", lo, rlo, dense=True)     # first DEVSEL# after H
+    fd, rfd = runs.first("d", lo, rlo)                 # first DEVSEL# after H
     has_d = fd <= e
     fd = np.where(has_d, fd, -1)
     devsel_code = np.where(has_d, np.clip(fd - H, 1, 4) - 1, 4)
@@ -380,9 +380,10 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
     w_idx = np.flatnonzero(dp_clk & region)
     w_txn = np.repeat(np.arange(len(s)), data_phases)
-    wide = w64[w_txn]
-    any_wide = bool(wide.any())
     has_words = data_phases > 0
+    any_wide = bool((w64 & has_words).any())
+    # per-word width only matters when some word is 64 bits wide
+    wide = w64[w_txn] if any_wide else None
     first_word = excl[has_words]
 
     def per_txn_sum(x: np.ndarray) -> np.ndarray:
@@ -493,7 +494,9 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
 
     # --- data words --------------------------------------------------------------------------
     words = np.empty(len(w_idx), WORD_DTYPE)
-    words["record"] = rec_base + w_txn
+    words["record"] = w_txn
+    if rec_base:
+        words["record"] += rec_base
     words["time_ps"] = times[w_idx]
     if has_ad:
         if any_wide and ad_bits >= 64:

@@ -374,6 +374,8 @@ def test_packed_fields_equal_generic_assembly(tmp_path, seed, unitsize, n, membe
     parts = list(it)
     assert [p.start for p in parts] == sorted(p.start for p in parts)
     assert sum(p.length for p in parts) == n
+    # blocks run on across chunk members: every one is chunk_samples long but the last
+    assert all(p.length == chunk for p in parts[:-1])
     for k, v in fields.items():
         got = np.concatenate([p[k] for p in parts])
         assert got.dtype == (np.uint8 if isinstance(v, str) else np.uint64)
