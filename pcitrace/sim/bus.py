@@ -649,9 +649,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     neg = rw < 0
     rw = np.where(neg, nd - 1 - rw, rw)
     rs = np.where(neg, -rs, rs)
-    widx = np.repeat(rs, rl)
-    widx[np.concatenate(([0], np.cumsum(rl)[:-1]))] = rw - np.concatenate(([0], rw + (rl - 1) * rs))[:-1]
-    np.cumsum(widx, out=widx)
+    run_at = np.concatenate(([0], np.cumsum(rl)[:-1]))       # first clock of each run
 
     prebuilt = isinstance(data_parts, np.ndarray)     # render_txns: the words and byte enables
     if prebuilt:
@@ -687,8 +685,25 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
     val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
     val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
-    ad = val_ad[widx]
-    cbe = val_be[widx]
+    # Every clock first shows the value its run starts with; then the clocks of stepping runs
+    # get theirs: data phases by one scatter (the k-th data clock carries word k), multi-clock
+    # headers (DAC, PCI-X attribute) by index. No per-clock word index array: at tens of
+    # millions of clocks it was the largest temporary of the renderer.
+    ad = np.repeat(val_ad[rw], rl)
+    cbe = np.repeat(val_be[rw], rl)
+    data_clocks = np.flatnonzero(_IS_DATA[code])
+    if len(data_clocks) != nd:   # internal consistency of the run builder
+        raise AssertionError(f"{len(data_clocks)} data clocks for {nd} words")
+    ad[data_clocks] = all_ad
+    cbe[data_clocks] = all_be
+    hs = (rs != 0) & (rw >= nd) & (rl > 1)
+    if hs.any():
+        hl, hw, hst, h0 = rl[hs], rw[hs], rs[hs], run_at[hs]
+        k = np.arange(int(hl.sum())) - np.repeat(np.cumsum(hl) - hl, hl)    # clock within its run
+        pos = np.repeat(h0, hl) + k
+        idx = np.repeat(hw, hl) + k * np.repeat(hst, hl)
+        ad[pos] = val_ad[idx]
+        cbe[pos] = val_be[idx]
     if width == 32:
         ad &= np.uint64(0xFFFFFFFF)
         cbe &= 0xF
@@ -776,9 +791,6 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         late = [(int(t), int(fd[t])) for t in np.flatnonzero(fd > MAX_INITIAL_LATENCY)]
     rec["start_ps"] = times(t_start_a)
     rec["end_ps"] = times(t_end_a)
-    data_clocks = np.flatnonzero(_IS_DATA[code])
-    if len(data_clocks) != nd:   # internal consistency of the run builder
-        raise AssertionError(f"{len(data_clocks)} data clocks for {nd} words")
     lo_be = all_be & 0xF
     nbytes = np.where(wide_w, 8 - np.bitwise_count(all_be), 4 - np.bitwise_count(lo_be)).astype(i64)
     words = np.zeros(nd, WORD_DTYPE)
