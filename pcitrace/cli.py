@@ -81,8 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("pcitrace: aborted", err=True)
         return 130
+    except click.UsageError as exc:
+        # One line, like every other input error: what was wrong and where to look.
+        cmd = exc.ctx.command_path if exc.ctx is not None else "pcitrace"
+        click.echo(f"pcitrace: error: {exc.format_message()} Fix: see `{cmd} --help`.", err=True)
+        return 2
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"pcitrace: error: {exc.format_message()}", err=True)
         return exc.exit_code if exc.exit_code else 2
     except KeyboardInterrupt:
         click.echo("pcitrace: interrupted", err=True)

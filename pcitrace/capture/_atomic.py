@@ -23,7 +23,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     if not parent.is_dir():
         raise PcitraceError(f"the directory {parent} does not exist", path=target,
                             fix="create the directory or choose another output path")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    if target.is_dir():
+        raise PcitraceError("the output path is a directory", path=target,
+                            fix="give a file name inside it")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise PcitraceError(f"cannot write in {parent}: {exc.strerror}", path=target,
+                            fix="choose a directory you can write to") from None
     os.close(fd)
     # mkstemp makes the file private (0600); give it the permissions open() would.
     umask = os.umask(0)
@@ -32,7 +39,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        os.replace(tmp_path, target)
+        try:
+            os.replace(tmp_path, target)
+        except OSError as exc:
+            raise PcitraceError(f"cannot write the output: {exc.strerror}", path=target,
+                                fix="choose a path you can write to") from None
     except BaseException:
         with contextlib.suppress(OSError):
             tmp_path.unlink()

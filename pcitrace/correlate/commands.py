@@ -6,14 +6,13 @@ import csv
 import io
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 import numpy as np
 
+from pcitrace.capture._atomic import atomic_path
 from pcitrace.errors import PcitraceError
 
 PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d",
@@ -42,16 +41,8 @@ def _write(text: str, out: str | None) -> None:
     if not out or out == "-":
         click.echo(text, nl=not text.endswith("\n"))
         return
-    p = Path(out)
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=p.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(out) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def _fmt(v) -> str:
@@ -238,7 +229,13 @@ def sweep(directory, scanlog, plot, profile, fmt, table_out):
     """Throughput and PCI occupancy against packet spacing: captures in DIRECTORY + a UDPmon scan."""
     from pcitrace.correlate.correlate import capture_packets
     from pcitrace.correlate.runlog import read_runlog
-    from pcitrace.correlate.sweep import find_captures, plot_sweep, sweep as do_sweep
+    from pcitrace.correlate.sweep import find_captures, plot_format, plot_sweep, sweep as do_sweep
+    # refuse a plot or table path that cannot be written before the analysis, not after it
+    plot_format(plot)
+    for out in (plot, table_out):
+        if out and out != "-" and not Path(out).resolve().parent.is_dir():
+            raise PcitraceError(f"the directory {Path(out).parent} does not exist", path=out,
+                                fix="create the directory or choose another output path")
     scan = read_runlog(scanlog)
     caps = find_captures(directory)
     progress = None

@@ -17,6 +17,7 @@ from pathlib import Path
 import dpkt
 import numpy as np
 
+from pcitrace.capture._atomic import atomic_path
 from pcitrace.errors import PcitraceError
 
 PAYLOAD_KINDS = ("auto", "udpmon", "iperf3", "iperf2", "none")
@@ -213,31 +214,21 @@ def write_pcap(path: str | Path, time_ps: np.ndarray, payloads: list[bytes], *, 
 
     Written to a temporary file and renamed, so a reader never sees half a file.
     """
-    import os
     import socket
-    import tempfile
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            w = dpkt.pcap.Writer(f, nano=nanosecond, linktype=dpkt.pcap.DLT_EN10MB)
-            for t, pl in zip(np.asarray(time_ps, np.int64), payloads):
-                udp = dpkt.udp.UDP(sport=sport, dport=dport, data=pl)
-                udp.ulen = 8 + len(pl)
-                ip = dpkt.ip.IP(src=socket.inet_aton(src), dst=socket.inet_aton(dst), p=dpkt.ip.IP_PROTO_UDP,
-                                data=udp)
-                ip.len = 20 + udp.ulen
-                eth = dpkt.ethernet.Ethernet(src=b"\x02\0\0\0\0\1", dst=b"\x02\0\0\0\0\2",
-                                             type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
-                sec, rem = divmod(int(t) + start_epoch_ns * 1000, 10 ** 12)
-                ts = Decimal(sec) + Decimal(rem) / Decimal(10 ** 12) if nanosecond else sec + rem / 1e12
-                w.writepkt(bytes(eth), ts=ts)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        w = dpkt.pcap.Writer(f, nano=nanosecond, linktype=dpkt.pcap.DLT_EN10MB)
+        for t, pl in zip(np.asarray(time_ps, np.int64), payloads):
+            udp = dpkt.udp.UDP(sport=sport, dport=dport, data=pl)
+            udp.ulen = 8 + len(pl)
+            ip = dpkt.ip.IP(src=socket.inet_aton(src), dst=socket.inet_aton(dst), p=dpkt.ip.IP_PROTO_UDP,
+                            data=udp)
+            ip.len = 20 + udp.ulen
+            eth = dpkt.ethernet.Ethernet(src=b"\x02\0\0\0\0\1", dst=b"\x02\0\0\0\0\2",
+                                         type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+            sec, rem = divmod(int(t) + start_epoch_ns * 1000, 10 ** 12)
+            ts = Decimal(sec) + Decimal(rem) / Decimal(10 ** 12) if nanosecond else sec + rem / 1e12
+            w.writepkt(bytes(eth), ts=ts)
 
 
 def udpmon_payload(frame_number: int, send_time_tenth_us: int, size: int, *, seed: int = 0) -> bytes:

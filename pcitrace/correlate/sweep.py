@@ -7,14 +7,13 @@ transmit spacing).
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from pcitrace.capture._atomic import atomic_path
 from pcitrace.correlate.correlate import CapturePackets
 from pcitrace.correlate.runlog import RunLog
 from pcitrace.errors import PcitraceError
@@ -128,6 +127,18 @@ def sweep(captures: list[Path], scan: RunLog, packets_of) -> SweepResult:
     return SweepResult(scan, rows)
 
 
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+def plot_format(out: Path) -> str:
+    """The image format from the plot file's suffix; refused before any work if unknown."""
+    suffix = Path(out).suffix.lower().lstrip(".")
+    if suffix not in PLOT_FORMATS:
+        raise PcitraceError(f"cannot write a plot as {suffix or 'a file without a suffix'!r}", path=out,
+                            fix=f"name the plot file with one of .{', .'.join(PLOT_FORMATS)}")
+    return suffix
+
+
 def plot_sweep(result: SweepResult, out: str | Path, *, title: str | None = None) -> Path:
     """Two panels against spacing: throughput (scan's receive wire rate, the captures'
     throughput) and PCI occupancy per bus. Written atomically (PNG/SVG/PDF by suffix)."""
@@ -172,16 +183,10 @@ def plot_sweep(result: SweepResult, out: str | Path, *, title: str | None = None
         ax2.legend(fontsize=8)
     size = scan.rows[0].get("pkt_len")
     fig.suptitle(title or f"{size}-byte UDP packets: throughput and PCI occupancy vs spacing")
-    suffix = out.suffix.lower().lstrip(".") or "png"
-    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=out.name, suffix=".tmp")
-    os.close(fd)
+    suffix = plot_format(out)
     try:
-        fig.savefig(tmp, format=suffix, dpi=110)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp, format=suffix, dpi=110)
     finally:
         plt.close(fig)
     return out

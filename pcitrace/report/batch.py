@@ -147,7 +147,8 @@ def _run_dask(tasks, options, address: str, with_series: bool) -> Iterable[tuple
                             fix="pip install 'pcitrace[dist]'") from None
     try:
         client = Client(address, timeout="10s")
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        # OSError / TimeoutError: nobody answers; ValueError / TypeError: not an address at all
         raise PcitraceError(f"cannot reach the Dask scheduler at {address}: {exc}",
                             fix="start it (dask scheduler) or check the address, e.g. tcp://host:8786") from None
     try:

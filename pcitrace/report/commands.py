@@ -68,7 +68,11 @@ def report(paths, profile, fmt, output, jobs, dask_address, csr_gap_us, rule, wi
     from pcitrace.report.batch import find_captures, run_batch, stderr_is_terminal
 
     if fmt is None:
-        fmt = _SUFFIX_FORMAT.get(Path(output).suffix.lower(), "json") if output else "json"
+        suffix = Path(output).suffix.lower() if output else ""
+        if output and suffix not in _SUFFIX_FORMAT:
+            raise PcitraceError(f"cannot tell the report format from {suffix or 'a name without a suffix'!r}",
+                                path=output, fix="name it .json, .csv, .md or .html, or give --format")
+        fmt = _SUFFIX_FORMAT[suffix] if output else "json"
     if output and not Path(output).parent.exists():
         raise PcitraceError(f"the directory {Path(output).parent} does not exist", path=output,
                             fix="create it or choose another -o path")

@@ -26,6 +26,7 @@ _COLUMNS: list[tuple[str, tuple]] = [
     ("throughput_mbit_s", ("throughput_mbit_s",)),
     ("packets", ("packets",)), ("packets_tx", ("packets_by_direction", "tx")),
     ("packets_rx", ("packets_by_direction", "rx")),
+    ("packets_unknown", ("packets_by_direction", "unknown")),   # no C/BE#: direction unknown
     ("csr_setup_us_median", ("csr_setup_us", "median")), ("csr_setup_us_p90", ("csr_setup_us", "p90")),
     ("csr_setup_us_max", ("csr_setup_us", "max")),
     ("descriptor_fetch_us_median", ("descriptor_fetch_us", "median")),
