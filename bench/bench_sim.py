@@ -41,19 +41,19 @@ def main() -> int:
     sc.duration_us = args.clocks * period / 1e6
 
     stages = {"model": 0.0, "render": 0.0}
+    system = {"model": 0.0, "render": 0.0}
     real_run, real_render = out.run_model, out.render_txns
 
-    def timed_run(*a, **k):
-        t = time.process_time()
-        r = real_run(*a, **k)
-        stages["model"] += time.process_time() - t
-        return r
+    def timed(name, fn):
+        def run(*a, **k):
+            t, s = time.process_time(), os.times().system
+            r = fn(*a, **k)
+            stages[name] += time.process_time() - t
+            system[name] += os.times().system - s
+            return r
+        return run
 
-    def timed_render(*a, **k):
-        t = time.process_time()
-        r = real_render(*a, **k)
-        stages["render"] += time.process_time() - t
-        return r
+    timed_run, timed_render = timed("model", real_run), timed("render", real_render)
 
     out.run_model, out.render_txns = timed_run, timed_render
     t0, c0, r0 = time.perf_counter(), time.process_time(), os.times()
@@ -62,6 +62,7 @@ def main() -> int:
     cpu = time.process_time() - c0
     r1 = os.times()
     stages["capture + truth"] = cpu - sum(stages.values())
+    system["capture + truth"] = (r1.system - r0.system) - sum(system.values())
     clocks = int(result.truth["occupancy"][sc.buses[0].name]["clocks"])
     if args.write:
         with tempfile.TemporaryDirectory() as d:
@@ -73,7 +74,8 @@ def main() -> int:
     print(f"{clocks:,} clocks per bus x {len(sc.buses)} buses, {len(result.truth['records']):,} transactions, "
           f"{result.capture.num_samples:,} samples ({args.mode} mode)")
     for k, v in stages.items():
-        print(f"  {k:16s} {v:7.2f} s cpu")
+        sy = f" (system {system[k]:.2f} s)" if k in system else ""
+        print(f"  {k:16s} {v:7.2f} s cpu{sy}")
     rate, cpu_rate = clocks / total, clocks / cpu
     print(f"wall {total:.2f} s: {rate / 1e6:.2f} M clocks/s; target {TARGET / 1e6:.0f} M clocks/s; "
           f"ratio {rate / TARGET:.2f}")

@@ -281,8 +281,11 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
                 if aligned and d and t.data_off % wb == 0:
                     full = bufs.get((id(d), wb))
                     if full is None:
-                        raw = bytes(d) + bytes(-len(d) % 8)
-                        full = np.frombuffer(raw, "<u8") if wb == 8 else np.frombuffer(raw, "<u4").astype(u64)
+                        # the buffer's whole words, without a copy (a copy of every frame is
+                        # hundreds of MB in a long capture); a burst reaching into a partial
+                        # last word takes the general path below
+                        full = np.frombuffer(d, "<u8", len(d) // 8) if wb == 8 else \
+                            np.frombuffer(d, "<u4", len(d) // 4).astype(u64)
                         bufs[(id(d), wb)] = full
                     o = t.data_off // wb
                     w = full[o:o + P]
