@@ -60,12 +60,16 @@ def _iter_pcapng(f):
     epb_cls = dpkt.pcapng.EnhancedPacketBlockLE if le else dpkt.pcapng.EnhancedPacketBlock
     pb_cls = dpkt.pcapng.PacketBlockLE if le else dpkt.pcapng.PacketBlock
     fmt = "<II" if le else ">II"
+    n = 0
     while True:
         head = f.read(8)
-        if len(head) < 8:
+        if not head:
             return
-        btype, blen = struct.unpack(fmt, head)
+        btype, blen = struct.unpack(fmt, head) if len(head) == 8 else (0, 8)
         buf = head + f.read(blen - 8)
+        n += 1
+        if len(head) < 8 or len(buf) < blen:
+            raise _Truncated(f"block {n}")
         if btype == dpkt.pcapng.PCAPNG_BT_EPB:
             blk = epb_cls(buf)
         elif btype == dpkt.pcapng.PCAPNG_BT_PB:
@@ -74,6 +78,27 @@ def _iter_pcapng(f):
             continue
         ticks = (blk.ts_high << 32) | blk.ts_low
         yield offset_ps + ticks * 10 ** 12 // divisor, blk.pkt_data, linktype
+
+
+class _Truncated(Exception):
+    """The file ends inside a record (the capture was cut or is still being written)."""
+
+
+def _check_pcap_records(f, magic: bytes) -> None:
+    """Walk the record headers of a classic pcap: the last one must end at the end of the
+    file (dpkt yields a cut last record as a short frame, which would be skipped unnoticed)."""
+    fmt = "<I" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">I"
+    size = f.seek(0, 2)
+    pos, n = 24, 0
+    while pos < size:
+        n += 1
+        f.seek(pos + 8)
+        caplen = f.read(4)
+        if pos + 16 > size or len(caplen) < 4:
+            raise _Truncated(f"record {n}")
+        pos += 16 + struct.unpack(fmt, caplen)[0]
+        if pos > size:
+            raise _Truncated(f"record {n}")
 
 
 def _udp_of(frame: bytes, linktype: int):
@@ -116,6 +141,8 @@ def read_pcap(path: str | Path, *, port: int | None = None, payload: str = "auto
             if magic == b"\x0a\x0d\x0d\x0a":
                 it = _iter_pcapng(f)
             else:
+                _check_pcap_records(f, magic)
+                f.seek(0)
                 r = dpkt.pcap.Reader(f)
                 lt = r.datalink()
                 it = ((_ts_ps_pcap(ts), buf, lt) for ts, buf in r)
@@ -137,6 +164,10 @@ def read_pcap(path: str | Path, *, port: int | None = None, payload: str = "auto
                 heads.append(data[:_HEAD].ljust(_HEAD, b"\0"))
         except PcitraceError:
             raise
+        except _Truncated as exc:
+            raise PcitraceError("the packet capture ends in the middle of a record (cut short?)", path=path,
+                                where=str(exc), fix="use the complete file; stop tcpdump / tshark before "
+                                "reading what it wrote") from None
         except (ValueError, dpkt.dpkt.NeedData, dpkt.dpkt.UnpackError, struct.error) as exc:
             raise PcitraceError(f"not a readable pcap / pcapng file ({exc})", path=path, where="file header",
                                 fix="write the capture with tcpdump -w / tshark -w / Wireshark") from None

@@ -426,12 +426,34 @@ def _numeric_rows(lines: list[str], start: int, ncols: int) -> tuple[np.ndarray,
     return arr, i
 
 
+_ROW_START = re.compile(r"\s*-?\d+\s*;")
+
+
 def _read_G(path: Path, lines: list[str], i: int, offset: int, log: RunLog) -> int:
     arr, end = _numeric_rows(lines, i + 1, 5)
     if len(arr) == 0:
         raise _bad(path, offset + i + 2, "UDPmon -G header with no per-packet rows",
                    "pass the complete output of udpmon_bw_mon -G N")
+    # The table ends at the first line that is not a row. A line that starts like a row but does
+    # not parse is a damaged or cut row, not the end: reading on would silently drop packets.
+    nxt = next((k for k in range(end, len(lines)) if lines[k].strip()), None)
+    if nxt is not None and _ROW_START.match(lines[nxt]):
+        raise _bad(path, offset + nxt + 1, "UDPmon -G row that is not five numbers (damaged or cut)",
+                   "pass the complete, unedited output of udpmon_bw_mon -G N")
     number = arr[:, 0].astype(np.int64)
+    if len(number) > 1 and np.any(np.diff(number) != 1):
+        k = int(np.flatnonzero(np.diff(number) != 1)[0]) + 1
+        raise _bad(path, offset + i + 2, f"UDPmon -G rows are not numbered one after another "
+                   f"(row {k} is packet {int(number[k])} after {int(number[k - 1])})",
+                   "pass the complete, unedited output of udpmon_bw_mon -G N")
+    opts = log.parameters.get("options") or {}
+    want, sent = opts.get("G"), opts.get("l")
+    if isinstance(want, (int, float)) and not isinstance(want, bool) and want > 0:
+        expect = int(min(want, sent)) if isinstance(sent, (int, float)) and sent > 0 else int(want)
+        if len(number) < expect:
+            raise _bad(path, offset + end, f"UDPmon -G table has {len(number)} rows but the command line "
+                       f"(-G {int(want)}{f' -l {int(sent)}' if sent else ''}) promises {expect}: the "
+                       "output is cut", "pass the complete output of udpmon_bw_mon")
     recv = np.rint(arr[:, 1] * PS_PER_TENTH_US).astype(np.int64)
     send = np.rint(arr[:, 2] * PS_PER_TENTH_US).astype(np.int64)
     lost = (arr[:, 1] == 0) & (arr[:, 2] == 0)

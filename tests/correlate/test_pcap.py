@@ -113,3 +113,27 @@ def test_payload_sequence_layouts():
     head[1, :16] = np.frombuffer(struct.pack("<iiq", 4, 1, 7), np.uint8)
     assert payload_sequence(head, "udpmon").tolist() == [123456789012, 7]
     assert payload_sequence(head, "none").tolist() == [-1, -1]
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.999])
+def test_a_cut_pcap_is_refused_not_read_short(tmp_path, cut):
+    # dpkt yields a cut last record as a short frame; skipping it would silently lose packets
+    whole = tmp_path / "w.pcap"
+    write_pcap(whole, np.arange(100, dtype=np.int64) * 12_000_000,
+               [udpmon_payload(i, 0, 1472) for i in range(100)])
+    assert len(read_pcap(whole)) == 100
+    data = whole.read_bytes()
+    part = tmp_path / "cut.pcap"
+    part.write_bytes(data[:int(len(data) * cut)])
+    with pytest.raises(PcitraceError, match="ends in the middle of a record") as err:
+        read_pcap(part)
+    assert "record" in str(err.value)
+
+
+def test_a_cut_pcapng_is_refused_not_read_short(tmp_path):
+    test_pcapng_iperf3_with_other_traffic(tmp_path)
+    data = (tmp_path / "i3.pcapng").read_bytes()
+    part = tmp_path / "cut.pcapng"
+    part.write_bytes(data[:len(data) - 700])
+    with pytest.raises(PcitraceError, match="ends in the middle of a record"):
+        read_pcap(part)

@@ -231,3 +231,19 @@ def test_bad_files_name_the_file(tmp_path, text, needle):
 def test_missing_file(tmp_path):
     with pytest.raises(PcitraceError, match="cannot read"):
         read_runlog(tmp_path / "nope.txt")
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda lines: lines[:39] + [lines[39].replace(";", "; abc;", 1)] + lines[40:], "not five numbers"),
+    (lambda lines: lines[:900] + [lines[900][:6]], "not five numbers|promises 2000"),
+    (lambda lines: lines[:1000], "has 984 rows but the command line"),
+    (lambda lines: lines[:40] + lines[41:], "not numbered one after another"),
+])
+def test_a_damaged_G_table_is_refused_not_read_short(tmp_path, damage, match):
+    # Before: a single bad row ended the table there, and the run read as 24 packets, 0 lost.
+    lines = (UDP_TOOLS / "udpmon_bw_1472_w12_G.txt").read_text().splitlines()
+    p = tmp_path / "g.txt"
+    p.write_text("\n".join(damage(lines)) + "\n")
+    with pytest.raises(PcitraceError, match=match) as err:
+        read_runlog(p)
+    assert "line" in (err.value.where or "")
