@@ -92,24 +92,17 @@ class TimeBase:
         """int64 picosecond times of samples [start, stop)."""
         if self.timestamps_ps is not None:
             return self.timestamps_ps[start:stop]
-        return self._uniform_ps(np.arange(start, stop, dtype=np.float64))
+        rate = self.rate_hz
+        idx = np.arange(start, stop, dtype=np.float64)
+        return (np.rint(idx * (1e12 / rate)).astype(np.int64) + self.start_ps)
 
     def times_at(self, indices: np.ndarray) -> np.ndarray:
         """int64 picosecond times of arbitrary sample indices (same rounding as times_ps)."""
         indices = np.asarray(indices, dtype=np.int64)
         if self.timestamps_ps is not None:
             return self.timestamps_ps[indices]
-        return self._uniform_ps(indices.astype(np.float64))
-
-    def _uniform_ps(self, idx: np.ndarray) -> np.ndarray:
-        """rint(idx * period) + start_ps for a float64 index array it may overwrite (in place:
-        these arrays are as long as a chunk, and every extra pass shows in decode speed)."""
-        idx *= 1e12 / self.rate_hz
-        np.rint(idx, out=idx)
-        out = idx.astype(np.int64)
-        if self.start_ps:
-            out += self.start_ps
-        return out
+        return (np.rint(indices.astype(np.float64) * (1e12 / self.rate_hz)).astype(np.int64)
+                + self.start_ps)
 
     def time_ps(self, index: int) -> int:
         if self.timestamps_ps is not None:

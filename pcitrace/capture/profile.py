@@ -553,13 +553,6 @@ def _invert(bus: BusProfile, sig: str, a: np.ndarray, widths: dict[str, int]) ->
     return a
 
 
-def _state_times(tb, start: int, length: int) -> np.ndarray:
-    """Times of samples [start, start + length) of a state capture, as a fresh array."""
-    if tb.timestamps_ps is not None:
-        return tb.timestamps_ps[start:start + length].copy()
-    return tb.times_ps(start, start + length)
-
-
 def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
                profile_name: str = "profile", *, read_samples: int | None = None
                ) -> Iterator[BusChunk]:
@@ -585,15 +578,14 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
     def flush(final: bool):
         nonlocal pend_t, pend, npend, clock_no
         while npend >= chunk_clocks or (final and npend):
-            # a single piece (reads as long as the chunks) passes through without a copy
-            t = pend_t[0] if len(pend_t) == 1 else np.concatenate(pend_t)
-            cols = {s: (v[0] if len(v) == 1 else np.concatenate(v)) for s, v in pend.items()}
+            t = np.concatenate(pend_t)
+            cols = {s: np.concatenate(v) for s, v in pend.items()}
             take = min(chunk_clocks, npend)
             yield BusChunk(clock_no, t[:take], {s: v[:take] for s, v in cols.items()})
             clock_no += take
             npend -= take
-            pend_t = [t[take:]] if npend else []
-            pend = {s: ([v[take:]] if npend else []) for s, v in cols.items()}
+            pend_t = [t[take:]]
+            pend = {s: [v[take:]] for s, v in cols.items()}
 
     if tb.mode == "state":
         # every sample is a clock; re-chunk so chunks are exactly chunk_clocks long
@@ -607,7 +599,7 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
             for ch in packed:
                 if ch.length == 0:
                     continue
-                pend_t.append(_state_times(tb, ch.start, ch.length))
+                pend_t.append(tb.times_at(np.arange(ch.start, ch.start + ch.length)))
                 for s in sigs:
                     pend[s].append(_invert(bus, s, ch.data[s], widths))
                 npend += ch.length
@@ -617,7 +609,7 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
         for ch in capture.iter_chunks(chans, chunk_samples=read):
             if ch.length == 0:
                 continue
-            pend_t.append(_state_times(tb, ch.start, ch.length))
+            pend_t.append(tb.times_at(np.arange(ch.start, ch.start + ch.length)))
             for s in sigs:
                 pend[s].append(_assemble(bus, s, ch.data, widths, None))
             npend += ch.length
