@@ -278,6 +278,7 @@ class _PC:
         self.tag = 0
         self.reads = 0
         self.mem = bus.cfg.host.memory_base
+        self.pcix = bus.cfg.kind == "pcix"
 
 
 class Model:
@@ -315,6 +316,8 @@ class Model:
         return n * pc.bus.period
 
     def _txn(self, pc: _PC, **kw) -> Txn:
+        # (the hot call sites - CSR accesses, DMA bursts - build their Txn directly with
+        # pcix=pc.pcix, pc=pc.name and their width: one call and three dict updates fewer)
         cfg = pc.bus.cfg
         kw.setdefault("width", cfg.width)
         kw.setdefault("pcix", cfg.kind == "pcix")
@@ -333,13 +336,13 @@ class Model:
         addr = nic.bar + offset
         data = int(value).to_bytes(4, "little")
         for _ in range(nic.csr_retries):
-            t = self._txn(pc, master="host", purpose="csr_write" if write else "csr_read", command=cmd,
+            t = Txn(pcix=pc.pcix, pc=pc.name, master="host", purpose="csr_write" if write else "csr_read", command=cmd,
                           address=addr, nbytes=0, termination="retry", devsel=DEVSEL_CLOCKS[nic.devsel],
                           read=not write, width=32, byte_count=4 if pcix else -1)
             t = yield ("txn", pc.bus, t)
             log.append(t)
             yield ("sleep", self.clocks(pc, host.retry_gap_clocks))
-        t = self._txn(pc, master="host", purpose="csr_write" if write else "csr_read", command=cmd,
+        t = Txn(pcix=pc.pcix, pc=pc.name, master="host", purpose="csr_write" if write else "csr_read", command=cmd,
                       address=addr, nbytes=4, devsel=DEVSEL_CLOCKS[nic.devsel],
                       initial_waits=nic.csr_write_waits if write else nic.csr_read_waits,
                       read=not write, width=32, data=data, byte_count=4 if pcix else -1)
@@ -383,7 +386,7 @@ class Model:
                 pc.reads += 1
                 if pc.reads % lat == 0:
                     waits = 20          # a violation: more than 16 clocks to the first data phase
-            t = self._txn(pc, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
+            t = Txn(pcix=pc.pcix, pc=pc.name, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
                           termination=term, devsel=1, initial_waits=waits,
                           wait_every=host.read_waits_every, read=True, packet=seq,
                           data=payload, data_off=pos, width=cfg.width if take > 4 else 32)
@@ -471,7 +474,7 @@ class Model:
                 # a PCI-X write sequence carries at most 4096 bytes; a disconnect continues it
                 seq_left = 4096 - (pos % 4096)
                 take = min(take, seq_left)
-            t = self._txn(pc, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
+            t = Txn(pcix=pc.pcix, pc=pc.name, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
                           termination=term, devsel=1, initial_waits=host.write_initial_waits, packet=seq,
                           data=payload, data_off=pos, width=cfg.width if take > 4 else 32,
                           tag=(pc.tag if pcix else -1), requester=((1 << 8) | (2 << 3)) if pcix else -1,

@@ -181,8 +181,8 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                 parity[int(i)] = int(frng.integers(0, phases(txns[i])))
         rb = render_txns(txns, parity, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
                          gnt_master=0 if sc.gnt else None, with_ad=sc.ad, tail=1, total_clocks=K)
-        starts = np.array([t.start for t in txns], np.int64)
-        ends = np.array([t.start + t.clocks - 1 for t in txns], np.int64)
+        starts = np.fromiter((t.start for t in txns), np.int64, len(txns))
+        ends = starts + np.fromiter((t.clocks for t in txns), np.int64, len(txns)) - 1
         if len(txns) and (not np.array_equal(rb.start_clock, starts) or not np.array_equal(rb.end_clock, ends)):
             bad = int(np.flatnonzero((rb.start_clock != starts) | (rb.end_clock != ends))[0])
             raise AssertionError(f"bus {cfg.name}: transaction {bad} scheduled at clocks "
