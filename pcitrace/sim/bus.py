@@ -212,7 +212,11 @@ def _parity(ad: np.ndarray, cbe: np.ndarray, hi: bool) -> np.ndarray:
     half = int(hi) if np.little_endian else 1 - int(hi)
     a = halves[half::2]
     c = (cbe >> 4) if hi else (cbe & 0xF)
-    return ((np.bitwise_count(a) ^ np.bitwise_count(c)) & 1).astype(np.uint8)
+    # in place: at tens of millions of clocks every temporary is tens of MB of fresh pages
+    x = np.bitwise_count(a)
+    x ^= np.bitwise_count(c, out=c) if c.dtype == np.uint8 else np.bitwise_count(c)
+    x &= 1
+    return x.astype(np.uint8, copy=False)
 
 
 @dataclasses.dataclass
@@ -741,11 +745,12 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
 
     # Arbitration: master j's GNT# runs from the clock after the previous address phase to its
     # own address phase (hidden arbitration), then parks; REQ# leads GNT# by one clock.
-    owner = np.zeros(total, np.int16)
-    reqo = np.full(total, -1, np.int16)
+    odt = np.int8 if len(masters) < 127 else np.int16
+    owner = np.zeros(total, odt)
+    reqo = np.full(total, -1, odt)
     if ntx:
         seg = np.diff(np.concatenate(([0], t_start_a + 1)))
-        owner[:t_start[-1] + 1] = np.repeat(t_master_a.astype(np.int16), seg)
+        owner[:t_start[-1] + 1] = np.repeat(t_master_a.astype(odt), seg)
         owner[t_start[-1] + 1:] = t_master_a[-1]
         reqo[:t_start[-1]] = owner[1:t_start[-1] + 1]
     for m, mname in enumerate(masters):
