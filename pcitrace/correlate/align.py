@@ -40,6 +40,25 @@ class Alignment:
     seq_shift: int = 0             # run_seq - capture_seq for matched pairs (sequence method)
     capture_number: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # ^ per capture packet: the run's packet number (matched, or inferred inside a loss gap), -1 unknown
+    capture_numbered: bool = False # the capture showed its packets' own sequence numbers
+
+    # An analyser's and a host's clocks differ by tens of ppm; a sender that stalls now and then
+    # stretches the fit a little more. A percent means the two series are not the same stream,
+    # however well their spacings happen to line up.
+    MAX_DRIFT_PPM = 10_000.0
+
+    def doubts(self) -> list[str]:
+        """Reasons not to trust this alignment (empty: nothing speaks against it)."""
+        out = []
+        if abs(self.drift_ppm) > self.MAX_DRIFT_PPM:
+            out.append(f"clock drift {self.drift_ppm:.0f} ppm between capture and run (real clocks differ "
+                       f"by tens of ppm; more than {self.MAX_DRIFT_PPM:.0f} means different streams)")
+        # UDPmon numbers frames from 0 in the payload and rows from 1 in -G: a shift of 0 or 1
+        # is the same stream, anything else pairs packets whose own numbers disagree.
+        if self.capture_numbered and self.seq_shift not in (0, 1):
+            out.append(f"the capture's own frame numbers are {self.seq_shift} apart from the run's "
+                       "packet numbers")
+        return out
 
     @property
     def matched(self) -> int:
@@ -53,7 +72,8 @@ class Alignment:
                 "reordered": len(self.reordered), "mismatched": int(self.mismatched),
                 "seq_shift": int(self.seq_shift),
                 "residual_us_median": float(np.median(r) / 1e6) if len(r) else None,
-                "residual_us_max": float(r.max() / 1e6) if len(r) else None}
+                "residual_us_max": float(r.max() / 1e6) if len(r) else None,
+                "doubts": self.doubts()}
 
 
 def _as_times(a, name: str) -> np.ndarray:
@@ -421,7 +441,8 @@ def align(capture_times_ps, run_times_ps, capture_seq=None, run_seq=None, *,
     return Alignment(method, int(round(offset - slope * run_s[0])), slope * 1e6, cap_idx.astype(np.int64),
                      run_idx.astype(np.int64), np.rint(resid).astype(np.int64), cap_un.astype(np.int64),
                      run_un.astype(np.int64), run_out.astype(np.int64), reordered.astype(np.int64),
-                     int(mismatched), shift, number)
+                     int(mismatched), shift, number,
+                     cseq is not None and bool((cseq >= 0).any()))
 
 
 def _infer_numbers(n_cap, corder, ci, rj, rorder, rseq, cseq, shift) -> np.ndarray:

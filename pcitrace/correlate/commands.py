@@ -175,6 +175,8 @@ def correlation_text(c, limit: int = 40) -> str:
            f"matched {s['matched']}, capture-only {s['capture_unmatched']}, run-only {s['run_unmatched']} "
            f"(+{s['run_outside_capture']} outside the capture window), reordered {s['reordered']}, "
            f"mismatched {s['mismatched']}"]
+    for d in s.get("doubts", []):
+        out.append(f"WARNING: this alignment is doubtful: {d}")
     on_bus = [x["number"] for x in c.lost if x["on_bus"]]
     off_bus = [x["number"] for x in c.lost if not x["on_bus"] and x["in_window"]]
 
@@ -213,6 +215,11 @@ def correlate(capture, runlog_path, profile, bus, run_times, port, fmt, output):
         _write(_csv(c.rows), output)
     else:
         _write(correlation_text(c), output)
+    doubts = c.alignment.doubts()
+    for d in doubts:
+        click.echo(f"pcitrace: warning: {capture} and {runlog_path} may not be the same stream: {d}", err=True)
+    # Exit status 1: the output is written, but its pairing should not be trusted as it is.
+    return 1 if doubts else 0
 
 
 # --- sweep -----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pcitrace.correlate.commands import load_run
 from pcitrace.correlate.correlate import capture_packets, correlate, packets_from_truth, run_packets
 from pcitrace.correlate.pcap import udpmon_payload, write_pcap
 from pcitrace.correlate.runlog import read_runlog
-from tests.conftest import UDP_TOOLS
+from tests.conftest import SAMPLES, UDP_TOOLS
 
 G_LOG = UDP_TOOLS / "udpmon_bw_1472_w12_G.txt"
 SCAN_LOG = UDP_TOOLS / "udpmon_bw_1472_scan_x.txt"
@@ -265,3 +265,19 @@ def test_cli_runlog_reads_a_pcap(tmp_path):
     r = CliRunner().invoke(cli, ["runlog", str(p), "--format", "json"])
     d = json.loads(r.output)
     assert d["kind"] == "pcap" and d["seq"][:8] == [0, 1, 2, 3, 4, 5, 6, 9] and d["size"][0] == 1472
+
+
+def test_an_unrelated_run_is_flagged_not_reported_as_a_clean_match(g_sim):
+    # Found by review: the PRO/1000 sample (1400-byte frames every 11 us, numbered 0..42) against
+    # a 1472-byte / 12 us UDPmon run came out as "matched 43, mismatched 0", exit 0.
+    from pcitrace.cli import main
+    unrelated = main(["correlate", str(SAMPLES / "pro1000_66mhz.sr"), str(G_LOG), "--format", "json",
+                      "-o", str(g_sim[0].parent / "unrelated.json")])
+    assert unrelated == 1
+    doubts = json.loads((g_sim[0].parent / "unrelated.json").read_text())["summary"]["doubts"]
+    assert any("ppm" in d for d in doubts) and any("frame numbers" in d for d in doubts)
+    # the capture simulated from that very run stays clean
+    same = main(["correlate", str(g_sim[0]), str(G_LOG), "--format", "json",
+                 "-o", str(g_sim[0].parent / "same.json")])
+    assert same == 0
+    assert json.loads((g_sim[0].parent / "same.json").read_text())["summary"]["doubts"] == []
