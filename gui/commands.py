@@ -26,8 +26,8 @@ def gui(capture, profile, screenshot, zoom, cursors, select, size, no_session):
     probe frames, with cursors, markers, a transaction table, search and export."""
     from pcitrace.gui.units import parse_range_ps
 
-    view = parse_range_ps(zoom) if zoom else None
-    cur = parse_range_ps(cursors) if cursors else None
+    view = parse_range_ps(zoom, "--zoom") if zoom else None
+    cur = parse_range_ps(cursors, "--cursors") if cursors else None
     if screenshot and not capture:
         raise PcitraceError("--screenshot needs a capture", fix="pcitrace gui CAPTURE --screenshot OUT.png")
     try:

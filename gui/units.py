@@ -20,17 +20,17 @@ def parse_time_ps(text: str, *, what: str = "time") -> float:
     return float(m.group(1)) * _UNIT_PS[m.group(2) or "s"]
 
 
-def parse_range_ps(text: str) -> tuple[float, float]:
-    """'START:END' -> (start_ps, end_ps), START < END."""
+def parse_range_ps(text: str, option: str = "--zoom") -> tuple[float, float]:
+    """'START:END' -> (start_ps, end_ps), START < END; ``option`` names it in errors."""
     parts = str(text).split(":")
     if len(parts) != 2:
-        raise PcitraceError(f"cannot read zoom range {text!r}",
-                            fix="write START:END with units, e.g. --zoom 10us:25us")
-    a = parse_time_ps(parts[0], what="zoom start")
-    b = parse_time_ps(parts[1], what="zoom end")
+        raise PcitraceError(f"cannot read the {option} range {text!r}",
+                            fix=f"write START:END with units, e.g. {option} 10us:25us")
+    a = parse_time_ps(parts[0], what=f"{option} start")
+    b = parse_time_ps(parts[1], what=f"{option} end")
     if not b > a:
-        raise PcitraceError(f"zoom range {text!r} ends before it starts",
-                            fix="write START:END with END after START, e.g. --zoom 10us:25us")
+        raise PcitraceError(f"the {option} range {text!r} ends before it starts",
+                            fix=f"write START:END with END after START, e.g. {option} 10us:25us")
     return a, b
 
 

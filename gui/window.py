@@ -211,6 +211,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._worker = None
         self._running: list = []
         self._pending_session: dict | None = None
+        self._session_note: str | None = None   # a session file that could not be used
         self.search_index = None
 
         self.timeline = Timeline()
@@ -388,6 +389,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.save_session(quiet=True)
         self.cancel_loading(wait=True)
         path = os.fspath(path)
+        self._session_note = None
         session = self._read_session(path) if restore_session else None
         if profile is None and session and session.get("profile") and os.path.exists(session["profile"]):
             profile = session["profile"]
@@ -506,6 +508,8 @@ class MainWindow(QtWidgets.QMainWindow):
         msg = f"{Path(doc.path).name}: {n:,} transactions, {len(doc.result.findings):,} findings"
         if doc.analysis_error:
             msg += f"; no analysis rows ({doc.analysis_error})"
+        if self._session_note:
+            msg += f"; {self._session_note}"
         self.statusBar().showMessage(msg, 30000)
         self.update_measurements()
         self.decodeReady.emit()
@@ -743,7 +747,9 @@ class MainWindow(QtWidgets.QMainWindow):
                 raise ValueError("not a pcitrace session of this version")
             return data
         except Exception as exc:
-            self.statusBar().showMessage(f"{path}: session ignored ({exc}); delete or fix the file", 10000)
+            # Kept for the final status line: the loading messages would overwrite it.
+            self._session_note = f"{path.name}: session ignored ({exc}); delete or fix the file"
+            self.statusBar().showMessage(self._session_note, 10000)
             return None
 
     def _apply_session(self, s: dict | None, phase: int):
