@@ -69,14 +69,25 @@ class _Grow:
 
     def __init__(self, dtype):
         self.array = np.zeros(0, dtype)
+        self._borrowed = False      # array is still the caller's first part, not our own
 
     def add(self, part: np.ndarray) -> None:
         if not len(part):
             return
         n = len(self.array)
         if n == 0:
-            self.array = part.copy()
+            # Kept as it is until a second part comes: a capture decoded in one chunk (and
+            # the first chunk of any) then costs no copy. The parts are fresh engine output
+            # that nobody changes afterwards.
+            self.array, self._borrowed = part, True
             return
+        if self._borrowed and not self.array.flags.owndata:
+            grown = np.empty(n + len(part), self.array.dtype)
+            grown[:n] = self.array
+            grown[n:] = part
+            self.array, self._borrowed = grown, False
+            return
+        self._borrowed = False
         self.array.resize(n + len(part), refcheck=False)
         self.array[n:] = part
 
