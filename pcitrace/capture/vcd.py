@@ -40,6 +40,7 @@ import json
 import mmap
 import os
 import re
+import sys
 import shutil
 import tempfile
 import zlib
@@ -121,12 +122,21 @@ def _header_text(path: str, limit: int = 64 << 20) -> tuple[str, int]:
 
 
 def _final_timestamp(path: str, body_start: int) -> int | None:
-    """The last ``#time`` of the file (in timescale ticks): where the dump says it ends."""
+    """The last ``#time`` of the file (in timescale ticks): where the dump says it ends.
+
+    A dump whose last line is cut (no newline after a value change) was truncated: the value
+    changes after the cut are lost, so decoding it would invent an ending. Refused.
+    """
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         start = max(body_start, size - (64 << 10))
         f.seek(start)
         tail = f.read()
+    last = tail.rsplit(b"\n", 1)[-1].strip()
+    if last and not re.fullmatch(rb"#\d+|\$\w+|\$end", last):
+        raise PcitraceError(f"the VCD ends in the middle of a line ({last[:40].decode('utf-8', 'replace')!r})",
+                            path=path, where=f"byte {size}",
+                            fix="the file is truncated; use the complete dump")
     found = re.findall(rb"(?:^|\s)#(\d+)", tail)
     return int(found[-1]) if found else None
 
@@ -472,33 +482,47 @@ def _find_undeclared(path: str, body_start: int, declared: set[str]) -> tuple[in
 
 
 @contextlib.contextmanager
-def _rust_panics_quiet():
-    """Keep a pywellen panic's Rust backtrace off the terminal; the error says it in a line.
+def _rust_panics_quiet(path: str):
+    """Keep pywellen's own output off the terminal's data stream; its problems become errors.
 
-    fd 2 goes to a temporary file while pywellen parses; anything written there is passed on
-    unless the parse failed.
+    fd 1 and fd 2 go to temporary files while pywellen parses. A Rust panic's backtrace stays
+    there (the error says it in a line). pywellen prints "time decreased ... Skipping!" to
+    stdout and drops those changes: that is a corrupt dump, raised here, never a silent gap in
+    the data (and never text in the middle of a JSON or CSV written to stdout). Anything else
+    it printed is passed on to stderr.
     """
     try:
-        saved = os.dup(2)
-    except OSError:
+        sys.stdout.flush()
+        saved = [os.dup(1), os.dup(2)]
+    except (OSError, ValueError):
         yield
         return
     failed = False
-    with tempfile.TemporaryFile() as tmp:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            os.dup2(tmp.fileno(), 2)
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
             yield
         except BaseException:
             failed = True
             raise
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            if not failed:
-                tmp.seek(0)
-                data = tmp.read()
-                if data:
-                    os.write(2, data)
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+        out.seek(0)
+        err.seek(0)
+        said = out.read() + err.read()
+    if failed:
+        return
+    m = re.search(rb"time decreased[^\n]*", said, re.I)
+    if m:
+        raise PcitraceError("time goes backwards in the value changes", path=path,
+                            where=m.group(0).decode("utf-8", "replace").strip()[:120],
+                            fix="the VCD is corrupt; timestamps must increase")
+    if said:
+        os.write(2, said)
 
 
 def read_vcd(path) -> Capture:
@@ -531,7 +555,7 @@ def read_vcd(path) -> Capture:
         gc_was = gc.isenabled()
         gc.disable()   # millions of small objects come and go below; none form cycles
         try:
-            with _rust_panics_quiet():
+            with _rust_panics_quiet(path):
                 try:
                     wave = pywellen.Waveform(plain)
                     vars_ = list(wave.all_vars())
@@ -594,6 +618,15 @@ def read_vcd(path) -> Capture:
             if nm == SAMPLE_CLOCK_VAR:
                 sample_times = np.unique(to_ps(raw[k][0]))
     t0 = start_ps if grid_rate is not None else None
+    if grid_rate and extra.get("num_samples") and end_tick is not None:
+        # A VCD we wrote says how many samples it holds; its closing timestamp comes after the
+        # last one. A dump that stops before that was cut short.
+        last_ps = start_ps + (int(extra["num_samples"]) - 1) * 1e12 / grid_rate
+        if to_ps(np.array([end_tick], dtype=np.int64))[0] < last_ps - 1e12 / grid_rate:
+            raise PcitraceError(f"the VCD ends at timestamp #{end_tick}, before its last sample "
+                                f"({int(extra['num_samples'])} declared in its pcitrace comment)",
+                                path=path, where="end of file",
+                                fix="the file is truncated; use the complete dump")
 
     times: dict[str, np.ndarray] = {}
     values: dict[str, np.ndarray] = {}

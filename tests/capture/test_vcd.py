@@ -270,3 +270,37 @@ def test_vcd_writer_chunks_agree(tmp_path):
     write_vcd(cap, tmp_path / "one.vcd")
     write_vcd(cap, tmp_path / "many.vcd", chunk_samples=7)
     assert (tmp_path / "one.vcd").read_text() == (tmp_path / "many.vcd").read_text()
+
+
+def test_time_going_backwards_is_an_error_and_nothing_reaches_stdout(tmp_path, capfd):
+    # pywellen prints "time decreased ... Skipping!" to stdout and drops those changes: that
+    # silently lost data and put text in the middle of JSON / CSV written to stdout.
+    text = HEADER.format(ts="1ns") + BODY.replace("#15\n", "#8\n")
+    with pytest.raises(PcitraceError, match="time goes backwards") as e:
+        open_capture(write(tmp_path, text, "back.vcd"))
+    assert "back.vcd" in str(e.value) and "decreased" in str(e.value)
+    out, _ = capfd.readouterr()
+    assert out == ""
+
+
+def test_a_vcd_cut_in_the_middle_of_a_line_is_an_error(tmp_path):
+    text = HEADER.format(ts="1ns") + BODY + "b01"          # a vector change cut short
+    with pytest.raises(PcitraceError, match="middle of a line") as e:
+        open_capture(write(tmp_path, text, "cut.vcd"))
+    assert "truncated" in str(e.value)
+    # a complete last timestamp without a newline is fine
+    assert open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY.rstrip("\n"), "ok.vcd"))
+
+
+def test_a_vcd_we_wrote_that_stops_early_is_an_error(tmp_path):
+    cap = Capture.from_arrays({"A": np.array([0, 1] * 500, np.uint8)}, TimeBase.timing(1e6))
+    whole = tmp_path / "w.vcd"
+    write_vcd(cap, whole)
+    assert open_capture(whole).num_samples == 1000
+    lines = whole.read_text().splitlines(keepends=True)
+    # cut after a complete timestamp line half-way through the body
+    stamps = [i for i, ln in enumerate(lines) if ln.startswith("#")]
+    cut = tmp_path / "c.vcd"
+    cut.write_text("".join(lines[:stamps[len(stamps) // 2] + 1]))
+    with pytest.raises(PcitraceError, match="before its last sample"):
+        open_capture(cut)
