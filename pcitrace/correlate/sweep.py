@@ -103,13 +103,22 @@ def sweep_row(capture: Path, packets: list[CapturePackets], scan: RunLog) -> Swe
         throughput = float(np.sum(basis.bytes[np.argsort(basis.time_ps)][1:])) * 8 / ((tb[-1] - tb[0]) / 1e12) / 1e6
     else:
         throughput = math.nan
+    # The frames the NIC moved carry the scan's UDP payload plus 42 bytes of Ethernet, IPv4
+    # and UDP headers (a control-only bus rounds each burst up to whole bus words).
+    size = scan.rows[0].get("pkt_len") if scan.rows else None
+    moved = float(np.median(send.bytes)) if len(send.bytes) else math.nan
+    if size and np.isfinite(moved) and not (size + 42 - 8 <= moved <= size + 42 + 16):
+        raise PcitraceError(f"the capture's frames are {moved:.0f} bytes on the bus, but the scan sent "
+                            f"{size}-byte UDP packets ({size + 42} bytes with headers)", path=capture,
+                            fix="sweep captures of the scan's packet size (udpmon_bw_mon -p)")
     scan_row = {}
     if scan.rows and "inter_pkt_time_us" in scan.rows[0]:
         sp = np.array([r["inter_pkt_time_us"] for r in scan.rows], float)
         k = int(np.argmin(np.abs(sp - spacing)))
-        # Only a near step counts; a capture at a spacing the scan did not run stays unpaired.
+        # Only the scan's own step counts: a capture between two steps (11 us in a 10, 12, ...
+        # scan) stays unpaired rather than borrowing a neighbour's figures.
         step = np.min(np.diff(np.unique(sp))) if len(np.unique(sp)) > 1 else max(1.0, spacing)
-        if abs(sp[k] - spacing) <= step / 2:
+        if abs(sp[k] - spacing) <= step / 4:
             scan_row = scan.rows[k]
     occ = {p.bus: p.occupancy for p in packets}
     busy = {p.bus: float(np.nanmedian(p.figures["busy_us"])) for p in packets if "busy_us" in p.figures
@@ -119,7 +128,8 @@ def sweep_row(capture: Path, packets: list[CapturePackets], scan: RunLog) -> Swe
 
 def sweep(captures: list[Path], scan: RunLog, packets_of) -> SweepResult:
     """``packets_of(path) -> list[CapturePackets]`` reads one capture (the analyser normally)."""
-    if scan.kind != "udpmon_bw" or not scan.rows or "recv_wire_rate_mbit" not in scan.rows[0]:
+    if (scan.kind != "udpmon_bw" or scan.variant not in ("scan", "scan_x") or len(scan.rows) < 2
+            or "recv_wire_rate_mbit" not in scan.rows[0]):
         raise PcitraceError(f"is a {scan.kind} {scan.variant} log, not a udpmon_bw_mon scan", path=scan.path,
                             fix="give the output of udpmon_bw_mon -i START -e END (optionally -x)")
     rows = [sweep_row(Path(c), packets_of(Path(c)), scan) for c in captures]

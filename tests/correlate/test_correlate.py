@@ -229,6 +229,25 @@ def test_cli_sweep(sweep_dir, tmp_path):
     assert r.exit_code != 0 and "not a udpmon_bw_mon scan" in str(r.exception)
 
 
+@pytest.mark.slow
+def test_sweep_refuses_what_does_not_belong_to_the_scan(sweep_dir, tmp_path):
+    # Found by review: a -G log was taken as a one-row "scan", 11 us captures borrowed the 10 us
+    # row of a 2 us-step scan, and other packet sizes were paired without a word.
+    from pcitrace.correlate.sweep import find_captures, sweep, sweep_row
+    from pcitrace.errors import PcitraceError
+    caps = find_captures(sweep_dir)
+    with pytest.raises(PcitraceError, match="not a udpmon_bw_mon scan"):
+        sweep(caps, read_runlog(G_LOG), lambda p: capture_packets(p))
+    scan = read_runlog(SCAN_LOG)
+    packets = capture_packets(caps[0])
+    (tmp_path / "pro1000_w11.scenario.toml").write_text('name = "pro1000_w11"\n[traffic]\nspacing_us = 11\n')
+    odd = sweep_row(tmp_path / "pro1000_w11.sr", packets, scan)
+    assert odd.scan == {}                      # between the 10 and 12 us steps: unpaired
+    small = read_runlog(UDP_TOOLS / "udpmon_bw_scan.txt")   # a 1000-byte scan
+    with pytest.raises(PcitraceError, match="1000-byte UDP packets"):
+        sweep_row(caps[0], packets, small)
+
+
 def test_sweep_errors(tmp_path):
     from pcitrace.correlate.sweep import find_captures
     from pcitrace.errors import PcitraceError
