@@ -340,11 +340,9 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     nk = len(kinds)
     kt = list(kinds.values())
     kind_a = np.asarray(t_kind, i64)
+    # (kinds are numbered in insertion order, so kt[k] is kind k)
     col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a] if nk else np.zeros(0, dt)  # noqa: E731
-    k_si = [0] * nk
-    for x, si in zip(kt, (x[10] for x in kt)):
-        k_si[x[0]] = si
-    t_shape = np.array(k_si, i64)[kind_a] if nk else np.zeros(0, i64)
+    t_shape = col(10, i64)
     t_cmd = col(1, i64)
     t_P = col(2, i64)
     t_dac = col(3, bool)
