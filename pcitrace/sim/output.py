@@ -227,16 +227,21 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
             n = b.period // p
             e0 = phase // p
             c = max(1, -(-n // 4))
-            s_idx = np.arange(nsamples, dtype=np.int64)
-            k = np.clip((s_idx - c - e0) // n + 1, 0, K - 1)
+            # Sample s shows clock clip((s - c - e0) // n + 1, 0, K-1): clock j >= 1 from sample
+            # (j-1)*n + c + e0 on. Each channel is its per-clock array repeated by these counts
+            # (no per-sample index array: a 10 M-clock timing capture has 60 M samples).
+            first = np.clip(np.arange(K - 1, dtype=np.int64) * n + c + e0, 0, nsamples)
+            counts = np.diff(np.concatenate(([0], first, [nsamples])))
+            # CLK repeats with the period n: one period, tiled
+            clk_period = (((np.arange(n, dtype=np.int64) - e0) % n) < n // 2).astype(np.uint8)
         for s in wanted:
             ch = f"{cfg.name}.{PCI_CHANNELS[s]}"
             signals[s] = ch
             if s == "clk":
-                arrays[ch] = (((np.arange(nsamples, dtype=np.int64) - e0) % n) < n // 2).astype(np.uint8)
+                arrays[ch] = np.tile(clk_period, -(-nsamples // n))[:nsamples]
                 continue
             v = rb.signals[s]
-            arrays[ch] = v[k] if timing else v[:K]
+            arrays[ch] = np.repeat(v[:K], counts) if timing else v[:K]
             for line, gc in glitches:
                 if line == s:
                     # one sample after the quarter-period change, well before the next edge
