@@ -47,7 +47,6 @@ TERMINATION_LABELS = {
     "target_abort": "target abort",
 }
 GROUP_COLOURS = ("#8d6e63", "#f9a825")          # interrupt group, setup group
-GROUP_LABELS = ("interrupt CSR group", "setup CSR group")
 BURST_COLOURS = ("#26a69a", "#7e57c2", "#3949ab")   # status write-back, descriptor, frame data
 BURST_LABELS = ("status write-back", "descriptor fetch", "frame data")
 FRAME_COLOUR = "#00897b"
@@ -392,10 +391,6 @@ class Document:
         if long:
             txt += f"  {int(r['bytes'])} B  {TERMINATION_LABELS.get(str(r['termination']), str(r['termination']))}"
         return txt
-
-    def session_path(self) -> Path:
-        return session_path_for(self.path)
-
 
 def session_path_for(capture_path) -> Path:
     p = Path(capture_path)

@@ -14,7 +14,7 @@ Edges are found with numpy over streamed chunks; only per-frame work is Python.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np

@@ -10,7 +10,8 @@ import html
 import io
 
 from pcitrace.report.summary import BREAKDOWN
-from pcitrace.report.writers import document
+from pcitrace.report.writers import _fmt as _f
+from pcitrace.report.writers import _pct, document
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#1d2430;background:#fff}
@@ -29,18 +30,6 @@ tr:nth-child(even) td{background:#f8fafc}
 
 def _e(s) -> str:
     return html.escape(str(s))
-
-
-def _f(v, digits=3) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-def _pct(v) -> str:
-    return "–" if v is None else f"{100 * v:.1f} %"
 
 
 def _png(fig, alt: str = "plot") -> str:

@@ -16,7 +16,7 @@ import serial
 from conftest import probe_words, random_capture
 from pcitrace.acquire import sump
 from pcitrace.acquire.emulator import SumpEmulator
-from pcitrace.capture import open_capture, write_sr
+from pcitrace.capture import open_capture
 from pcitrace.capture.model import Capture, TimeBase
 from pcitrace.errors import PcitraceError
 

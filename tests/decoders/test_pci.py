@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 
-import numpy as np
 import pytest
 
 from busgen import DECODERS, Bus, channel_map, parity, run_decoder

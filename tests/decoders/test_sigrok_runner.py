@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
