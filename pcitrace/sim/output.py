@@ -240,8 +240,12 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
             if s == "clk":
                 arrays[ch] = np.tile(clk_period, -(-nsamples // n))[:nsamples]
                 continue
-            v = rb.signals[s]
-            arrays[ch] = np.repeat(v[:K], counts) if timing else v[:K]
+            v = rb.signals[s][:K]
+            if s in ("ad", "cbe_n"):
+                # vector channels are uint64 in a Capture: convert per clock, before the
+                # per-sample copy, so Capture.from_arrays has nothing left to convert
+                v = v.astype(np.uint64, copy=False)
+            arrays[ch] = np.repeat(v, counts) if timing else v
             for line, gc in glitches:
                 if line == s:
                     # one sample after the quarter-period change, well before the next edge
