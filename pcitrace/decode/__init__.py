@@ -20,7 +20,7 @@ from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE
 from pcitrace.errors import PcitraceError
 
 ENGINES = ("fast", "sigrok")
-DEFAULT_CHUNK_CLOCKS = 1 << 20
+DEFAULT_CHUNK_CLOCKS = 1 << 18
 
 
 @dataclasses.dataclass
