@@ -90,8 +90,15 @@ RECORD_FIELDS = (
 FINDING_KINDS = (
     'trdy_without_devsel', 'stop_without_devsel', 'irdy_without_transaction',
     'command_changed_in_wait', 'byte_enables_changed_in_wait', 'initial_latency',
-    'frame_reasserted', 'parity_error', 'glitch',
+    'frame_reasserted', 'parity_error', 'glitch', 'devsel_late',
 )
+
+# DEVSEL# first asserted more than this many clocks after the last header clock is a finding:
+# 4 is the subtractive decode slot, and a master that saw no DEVSEL# by then has ended the
+# transaction with Master-Abort (PCI 2.3 3.3.3.1), so a later DEVSEL# claims nothing.
+# Without C/BE# a DAC's second address phase cannot be told from a wait, so one clock more is
+# legal there (a DAC claimed by subtractive decode shows DEVSEL# 5 clocks after its first phase).
+MAX_DEVSEL_CLOCKS = 4
 
 # More than this many clocks from the address phase to the first data phase is a finding
 # (PCI 2.3 section 3.5.1.1: initial latency of a target <= 16 clocks).

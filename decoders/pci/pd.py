@@ -8,7 +8,7 @@ import json
 from operator import mul
 import sigrokdecode as srd
 from .lists import (PCI_COMMANDS, PCIX_COMMANDS, PCIX_DWORD_COMMANDS, COMMAND_UNKNOWN,
-                    RECORD_FIELDS, MAX_INITIAL_LATENCY)
+                    RECORD_FIELDS, MAX_INITIAL_LATENCY, MAX_DEVSEL_CLOCKS)
 
 # libsigrokdecode 0.5.3 hands 255 for an optional channel that is not connected;
 # self.has_channel() exists there but crashes sigrok-cli at exit.
@@ -491,6 +491,7 @@ class Decoder(srd.Decoder):
         n = self.clock_count
         if D and t.devsel_index is None:
             t.devsel_index = n
+            self.check_devsel_late(t, s, n - t.h_index)
             if t.width is None:
                 if self.has_64ctl:
                     t.width = 64 if (t.req64 and pins[ACK64] == 0) else 32
@@ -572,6 +573,20 @@ class Decoder(srd.Decoder):
                 self.finding(s, 'byte_enables_changed_in_wait',
                              'C/BE# changed from %X to %X during a wait state' % (p[2], cbe))
             t.prev_data_clock = (I, completed or S, cbe)
+
+    def check_devsel_late(self, t, s, n):
+        # The record still says subtractive; the finding says the claim came after the
+        # slot in which a master aborts (lists.MAX_DEVSEL_CLOCKS). Without C/BE# a DAC is not
+        # recognised, so its second address phase counts as one of the n clocks.
+        limit = MAX_DEVSEL_CLOCKS + (0 if self.has_cbe else 1)
+        if n > limit:
+            header = ('attribute phase' if self.pcix and t.h_index > t.index
+                      else 'second address phase' if t.dac and t.h_index > t.index
+                      else 'address phase')
+            self.finding(s, 'devsel_late',
+                         'DEVSEL# first asserted %d clocks after the %s: later than '
+                         'subtractive decode (%d), when the master aborts'
+                         % (n, header, limit))
 
     def split_message(self, s, v):
         cls = (v >> 28) & 0xF

@@ -551,6 +551,16 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     findings.add(times[fdp[late]], "initial_latency",
                  [f"first data phase {int(fdp[i] - s[i])} clocks after the address phase of {w}"
                   for i, w in zip(np.flatnonzero(late), where_txt(np.flatnonzero(late)))])
+    # DEVSEL# after the subtractive decode slot: the master has aborted by then. Without C/BE#
+    # a DAC is not recognised and its second address phase counts as one of the n clocks.
+    dv_limit = facts.MAX_DEVSEL_CLOCKS + (0 if has_cbe else 1)
+    dl = np.flatnonzero(has_d & (fd - H > dv_limit))
+    if len(dl):
+        hname = np.where(pcix, "attribute phase", np.where(dac2[dl], "second address phase", "address phase"))
+        findings.add(times[fd[dl]], "devsel_late",
+                     [f"DEVSEL# first asserted {int(fd[i] - H[i])} clocks after the {h} of {w}: "
+                      f"later than subtractive decode ({dv_limit}), when the master aborts"
+                      for i, h, w in zip(dl, hname, where_txt(dl))])
     sp = np.maximum(s - 1, 0)
     pc = code[sp]
     # without DEVSEL# the master ended its own transaction (master abort): nothing was pending

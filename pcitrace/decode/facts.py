@@ -32,6 +32,7 @@ TERMINATIONS: tuple[str, ...] = _lists.TERMINATIONS
 RECORD_FIELDS: tuple[tuple[str, str], ...] = _lists.RECORD_FIELDS
 FINDING_KINDS: tuple[str, ...] = _lists.FINDING_KINDS
 MAX_INITIAL_LATENCY: int = _lists.MAX_INITIAL_LATENCY
+MAX_DEVSEL_CLOCKS: int = _lists.MAX_DEVSEL_CLOCKS
 
 
 def command_name(code: int, mode: str = "pci") -> str:

@@ -211,6 +211,50 @@ def test_devsel_and_stop_findings():
     assert len(f) == 0
 
 
+@pytest.mark.parametrize("waits,n", [(3, 4), (4, 5), (5, 6)])
+def test_devsel_after_the_subtractive_slot_is_a_finding(waits, n):
+    # address on clock 1 (H = 1), IRDY# waits without DEVSEL#, DEVSEL# first on clock 1 + n,
+    # data on the clock after it
+    spec = ["", "F"] + ["FI"] * waits + ["FID", "ITD", ""]
+    cbe = [0xF, 0x6] + [0x0] * (waits + 2) + [0xF]
+    rec, _, f = dec(spec, cbe=cbe)
+    r = rec[0]
+    # the record is that of a subtractive decode whatever n is (docs/records.md)
+    assert (r["devsel"], r["termination"], r["data_phases"], r["target_waits"]) == \
+        ("subtractive", "normal", 1, waits + 1)
+    if n == 4:
+        assert len(f) == 0
+    else:
+        assert kinds(f) == ["devsel_late"]
+        assert f[0]["time_ps"] == (1 + n) * P            # the clock DEVSEL# came, once
+        assert f"{n} clocks after the address phase" in f[0]["message"]
+
+
+def test_devsel_late_counts_from_the_last_header_clock():
+    # DAC: H is the second address phase, so DEVSEL# 5 clocks after the first phase is n = 4
+    spec = ["", "F", "F", "FI", "FI", "FI", "FID", "ITD", ""]
+    rec, _, f = dec(spec, cbe=[0xF, 0xD, 0x7, 0, 0, 0, 0, 0, 0xF])
+    assert rec[0]["dac"] and rec[0]["devsel"] == "subtractive" and len(f) == 0
+    spec = ["", "F", "F", "FI", "FI", "FI", "FI", "FID", "ITD", ""]
+    _, _, f = dec(spec, cbe=[0xF, 0xD, 0x7, 0, 0, 0, 0, 0, 0, 0xF])
+    assert kinds(f) == ["devsel_late"] and f[0]["time_ps"] == 7 * P
+    assert "5 clocks after the second address phase" in f[0]["message"]
+    # PCI-X: counted from the attribute phase
+    spec = ["", "F", "F", "FI", "FI", "FI", "FI", "FID", "ITD", ""]
+    rec, _, f = dec(spec, ad=[0] * 10, cbe=[0xF, 0x6, 0x0, 0, 0, 0, 0, 0, 0, 0xF], mode="pcix")
+    assert rec[0]["devsel"] == "subtractive"
+    assert kinds(f) == ["devsel_late"] and "5 clocks after the attribute phase" in f[0]["message"]
+
+
+def test_devsel_late_without_cbe_allows_an_unseen_dac():
+    # Without C/BE# a DAC's second address phase looks like a wait: DEVSEL# 5 clocks after the
+    # address phase may be a DAC's subtractive decode, 6 cannot be.
+    _, _, f = dec(["", "F", "F", "FI", "FI", "FI", "FID", "ITD", ""])
+    assert len(f) == 0
+    _, _, f = dec(["", "F", "F", "FI", "FI", "FI", "FI", "FID", "ITD", ""])
+    assert kinds(f) == ["devsel_late"] and f[0]["time_ps"] == 7 * P
+
+
 def test_byte_enables_changed_during_target_wait():
     _, _, f = dec(["", "F", "FID", "FID", "FITD", "ITD", ""], cbe=[0, 6, 0x0, 0x3, 0x3, 0x0, 0])
     assert kinds(f) == ["byte_enables_changed_in_wait"] and f[0]["time_ps"] == 3 * P
