@@ -51,6 +51,7 @@ class BusFacts:
     end_ps: int
     kind: str = "pci"
     mode: str = "pci"
+    busy_clocks: int | None = None   # FRAME# or IRDY# asserted, counted on the bus by the decoder
 
     @classmethod
     def of(cls, summary) -> "BusFacts":
@@ -62,7 +63,7 @@ class BusFacts:
         return cls(name=summary.name, width=int(getattr(summary, "width", 32) or 32),
                    clock_hz=float(clock_hz), clocks=clocks, start_ps=int(summary.start_ps),
                    end_ps=int(summary.end_ps), kind=getattr(summary, "kind", "pci"),
-                   mode=getattr(summary, "mode", "pci"))
+                   mode=getattr(summary, "mode", "pci"), busy_clocks=getattr(summary, "busy_clocks", None))
 
     @property
     def period_ps(self) -> float:
@@ -201,7 +202,7 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
                                  csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes,
                                  descriptor_gap_ps=o.descriptor_gap_clocks * T,
                                  irq_min_delay_ps=o.irq_min_delay_us * 1e6)
-    split = split_clocks(records, classes, facts.clocks, facts.mode)
+    split = split_clocks(records, classes, facts.clocks, facts.mode, facts.busy_clocks)
 
     t0, t1 = float(facts.start_ps), float(facts.start_ps) + facts.duration_ps
     window = o.window_us * 1e6 if o.window_us else max(10e6, (t1 - t0) / 2000)

@@ -1,5 +1,9 @@
 """Bus occupancy: busy clocks / all clocks, over any window.
 
+A busy clock has FRAME# or IRDY# asserted (DOMAIN.md). Nearly all of them belong to a record;
+IRDY# asserted outside any transaction (a protocol violation) is busy too: the decoder counts
+those clocks on the bus and the split reports them as ``stray``.
+
 A transaction ends when the bus goes idle (docs/records.md), so the busy clocks of a bus are
 exactly the sum of its records' ``clocks``, and record i keeps the bus busy over
 [start_ps, start_ps + clocks * T). Windows are answered with a cumulative busy-time function,
@@ -53,7 +57,8 @@ class OccupancySplit:
     wait: int
     address: int
     retry: int
-    by_initiator: dict  # 'nic' / 'host' / 'other' -> busy clocks
+    by_initiator: dict  # 'nic' / 'host' / 'other' -> busy clocks of transactions
+    stray: int = 0      # busy clocks outside every transaction (IRDY# with no transaction)
 
     @property
     def occupancy(self) -> float:
@@ -62,21 +67,23 @@ class OccupancySplit:
     def fractions(self) -> dict:
         n = self.total_clocks or 1
         return {"data": self.data / n, "wait": self.wait / n, "address": self.address / n,
-                "retry": self.retry / n}
+                "retry": self.retry / n, "stray": self.stray / n}
 
     def initiator_fractions(self) -> dict:
         n = self.total_clocks or 1
         return {k: v / n for k, v in self.by_initiator.items()}
 
 
-def split_clocks(records: np.ndarray, classes: np.ndarray, total_clocks: int, mode: str = "pci") -> OccupancySplit:
+def split_clocks(records: np.ndarray, classes: np.ndarray, total_clocks: int, mode: str = "pci",
+                 bus_busy_clocks: int | None = None) -> OccupancySplit:
     """Busy clocks and what they did.
 
     data = completed data phases; address = the header clocks of every transaction that was not
     retried (address phase, + second DAC phase, + PCI-X attribute phase); retry = every clock of a
     transaction the target retried (it moved nothing); wait = the rest of the busy clocks
     (initiator / target wait states, DEVSEL# decode, STOP# termination clocks). The four parts add
-    up to the busy clocks.
+    up to the busy clocks of the transactions; ``bus_busy_clocks`` (FRAME# or IRDY# counted on the
+    bus, when the decoder gives it) adds the stray ones outside every transaction.
 
     By initiator: nic = NIC DMA (split completions excluded: the host bridge drives them), host =
     CSR accesses and split completions, other = the remaining transactions.
@@ -94,7 +101,8 @@ def split_clocks(records: np.ndarray, classes: np.ndarray, total_clocks: int, mo
     host = (classes == CSR) | ((classes == DMA) & completion)
     by = {"nic": int(clocks[nic].sum()), "host": int(clocks[host].sum()),
           "other": int(clocks[classes == OTHER].sum())}
-    return OccupancySplit(busy, int(total_clocks), data, wait, address, r, by)
+    stray = max(0, int(bus_busy_clocks) - busy) if bus_busy_clocks is not None else 0
+    return OccupancySplit(busy + stray, int(total_clocks), data, wait, address, r, by, stray)
 
 
 def rolling(busy: BusyTime, t0_ps: float, t1_ps: float, window_ps: float,

@@ -33,6 +33,9 @@ class BusSummary:
     clocks: int             # bus clocks in the capture
     start_ps: int
     end_ps: int
+    # clocks with FRAME# or IRDY# asserted, counted on the bus itself (DOMAIN.md's busy clock):
+    # the records' clocks plus IRDY# asserted outside any transaction (a protocol violation)
+    busy_clocks: int | None = None
 
 
 @dataclasses.dataclass
@@ -92,6 +95,27 @@ class _Grow:
         self.array[n:] = part
 
 
+class _BusSpan:
+    """Clocks, busy clocks and time span of a bus, gathered chunk by chunk."""
+
+    def __init__(self):
+        self.clocks = self.busy = self.start_ps = self.end_ps = 0
+        self.first_times = None
+
+    def add(self, ch) -> None:
+        if self.first_times is None:
+            self.first_times = ch.times_ps[:4096].copy()
+            self.start_ps = int(ch.times_ps[0])
+        self.end_ps = int(ch.times_ps[-1])
+        self.clocks += len(ch)
+        self.busy += int(np.count_nonzero((ch.sig["frame_n"] == 0) | (ch.sig["irdy_n"] == 0)))
+
+    def summary(self, bus) -> "BusSummary":
+        return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
+                          _clock_hz(bus, self.first_times, self.clocks, self.start_ps, self.end_ps),
+                          self.clocks, self.start_ps, self.end_ps, self.busy)
+
+
 def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_name: str = "profile",
              progress: Callable[[int], None] | None = None, summary: dict | None = None):
     """Fast-decode one PCI bus chunk by chunk: yields (records, words, findings) as they are
@@ -103,9 +127,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
     from pcitrace.decode.engine import decode_clocks, glitches
 
     carry = None
-    clocks = 0
-    start_ps = end_ps = 0
-    first_times = None
+    span = _BusSpan()
     empty_sig = None
     lanes = {sig: sum(capture.channel(c).width for c in bus.channels_of(sig))
              for sig in ("ad", "cbe_n") if sig in bus.signals}
@@ -114,11 +136,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
     for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name):
         if len(ch) == 0:
             continue
-        if first_times is None:
-            first_times = ch.times_ps[:4096].copy()
-            start_ps = int(ch.times_ps[0])
-        end_ps = int(ch.times_ps[-1])
-        clocks += len(ch)
+        span.add(ch)
         empty_sig = {k: v[:0] for k, v in ch.sig.items()}
         r, w, f, carry = decode_clocks(ch.sig, ch.times_ps, carry=carry, final=False, **opts)
         yield r, w, f
@@ -132,9 +150,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
         # glitches live between clock edges: only the raw samples show them
         yield np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), glitches(capture, bus)
     if summary is not None:
-        summary["bus"] = BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
-                                    _clock_hz(bus, first_times, clocks, start_ps, end_ps),
-                                    clocks, start_ps, end_ps)
+        summary["bus"] = span.summary(bus)
 
 
 def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
@@ -311,20 +327,12 @@ def _summary_only(capture, bus) -> BusSummary:
     """Bus clocks and time span without decoding (the sigrok path needs them too)."""
     from pcitrace.capture.profile import bus_clocks
 
-    clocks, start_ps, end_ps, first = 0, 0, 0, None
-    only = dict(bus.signals)
-    keep = {k: v for k, v in only.items() if k in ("clk", "frame_n")}
-    slim = dataclasses.replace(bus, signals=keep)
-    for ch in bus_clocks(capture, slim):
-        if len(ch) == 0:
-            continue
-        if first is None:
-            first = ch.times_ps[:4096].copy()
-            start_ps = int(ch.times_ps[0])
-        end_ps = int(ch.times_ps[-1])
-        clocks += len(ch)
-    return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
-                      _clock_hz(bus, first, clocks, start_ps, end_ps), clocks, start_ps, end_ps)
+    span = _BusSpan()
+    keep = {k: v for k, v in bus.signals.items() if k in ("clk", "frame_n", "irdy_n")}
+    for ch in bus_clocks(capture, dataclasses.replace(bus, signals=keep)):
+        if len(ch):
+            span.add(ch)
+    return span.summary(bus)
 
 
 def _decode_sigrok(capture, pci_buses, profile):

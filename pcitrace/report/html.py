@@ -139,7 +139,7 @@ def _bus_section(r: dict, b: dict) -> str:
     split = (f'<p class="meta">{b["width"]}-bit, {_f(b["clock_mhz"], 2)} MHz ({b["mode"]}), '
              f'{_f(b["bus_us_per_byte"] if "bus_us_per_byte" in b else lim["bus_us_per_byte"], 5)} µs/byte on the bus, '
              f'{lim["gbe_us_per_byte"]} µs/byte on GbE. Busy clocks: data {_pct(ob["data"])}, wait {_pct(ob["wait"])}, '
-             f'address/termination {_pct(ob["address"])}, retry {_pct(ob["retry"])}; by initiator: NIC '
+             f'address/termination {_pct(ob["address"])}, retry {_pct(ob["retry"])}{(", stray IRDY# " + _pct(ob["stray"])) if ob.get("stray") else ""}; by initiator: NIC '
              f'{_pct(oi["nic"])}, host (CSR) {_pct(oi["host"])}, other {_pct(oi["other"])}. '
              f'Classification rule: <code>{_e(b["classification_rule"])}</code>. '
              f'Pauses: {b["pauses"]["count"]}.</p>')

@@ -34,8 +34,8 @@ Truth file (``NAME.truth.json``, format ``pcitrace-truth/1``; one JSON line per 
   of the interrupt that reports it); -1 where a step is not in the capture;
 - ``occupancy``: bus -> clocks, busy (FRAME# or IRDY# asserted), fraction, data (completed
   data phases), address (address / DAC / attribute clocks), retry (clocks of retried
-  transactions), wait (the rest of the busy clocks), by_initiator {nic, host, other},
-  period_ps, busy_ps.
+  transactions), stray (busy clocks outside every transaction: IRDY# with no transaction),
+  wait (the rest of the busy clocks), by_initiator {nic, host, other}, period_ps, busy_ps.
 """
 
 from __future__ import annotations
@@ -152,7 +152,6 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     if timing:
         p = sample_period_ps(periods)
         nsamples = duration // p
-        sample_times = None
     else:
         T = periods[0]
         phase = T // 2
@@ -246,10 +245,10 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                 # per-sample copy, so Capture.from_arrays has nothing left to convert
                 v = v.astype(np.uint64, copy=False)
             arrays[ch] = np.repeat(v, counts) if timing else v
-            for line, gc in glitches:
+            for line, g_clock in glitches:
                 if line == s:
                     # one sample after the quarter-period change, well before the next edge
-                    gs = e0 + gc * n + c + 1
+                    gs = e0 + g_clock * n + c + 1
                     arrays[ch][gs] ^= 1
                     extra.append((gs * p, cfg.name, "glitch", f"{PCI_CHANNELS[s]} pulsed for one sample"))
             if s in ("ad", "cbe_n"):
@@ -488,11 +487,13 @@ def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
     retry = int(clocks[retried].sum())
     who = np.fromiter((MASTER_INDEX[t.master] for t in txns), np.int64, len(txns))
     per_master = np.bincount(who, weights=clocks, minlength=len(MASTERS)) if len(txns) else np.zeros(len(MASTERS))
-    wait = n_busy - n_data - address - retry
+    # busy clocks outside every transaction: IRDY# asserted with no transaction (injected)
+    stray = n_busy - int(clocks.sum())
+    wait = n_busy - stray - n_data - address - retry
     per = {m: int(per_master[i]) for i, m in enumerate(MASTERS)}
     return {
         "clocks": int(K), "busy": n_busy, "fraction": n_busy / K if K else 0.0,
-        "data": n_data, "wait": wait, "address": address, "retry": retry,
+        "data": n_data, "wait": wait, "address": address, "retry": retry, "stray": stray,
         "by_initiator": per, "period_ps": b.period,
         "busy_ps": n_busy * b.period,
     }

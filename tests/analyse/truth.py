@@ -49,7 +49,8 @@ def compare(bus_analysis, truth: dict, bus: str, *, tol_ps: float, check_directi
     problems = []
     occ = truth["occupancy"][bus] if check_occupancy else {}
     s = bus_analysis.split
-    got = {"busy": s.busy_clocks, "data": s.data, "wait": s.wait, "address": s.address, "retry": s.retry}
+    got = {"busy": s.busy_clocks, "data": s.data, "wait": s.wait, "address": s.address, "retry": s.retry,
+           "stray": s.stray}
     for k, v in got.items():
         if occ and v != occ[k]:
             problems.append(f"occupancy {k}: {v} != truth {occ[k]}")

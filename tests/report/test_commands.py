@@ -44,7 +44,7 @@ def test_json_has_the_documented_keys_and_the_analysers_figures(tmp_path, capsys
         assert REQUIRED <= set(b)
         for key in ("csr_setup_us", "dma_burst_bytes", "dma_burst_us", "interrupt_delay_us", "packets_per_interrupt"):
             assert set(b[key]) == DIST_KEYS
-        assert set(b["occupancy_by"]) == {"data", "wait", "address", "retry"}
+        assert set(b["occupancy_by"]) == {"data", "wait", "address", "retry", "stray"}
         r = ref.buses[name]
         assert b["packets"] == len(r.packets)
         assert b["occupancy"] == pytest.approx(r.occupancy, abs=1e-6)
