@@ -10,8 +10,8 @@ For the decoders' property tests::
 (every command, every termination, initiator/target waits, 64-bit, DAC, PCI-X attributes,
 split responses followed by their split completions, fast back-to-back, several masters).
 ``faulty_activity`` adds faults (glitches, TRDY#/STOP# without DEVSEL#, IRDY# outside a
-transaction, C/BE# changing in a wait, excessive initial latency, parity errors) and says which
-findings they must cause.
+transaction, C/BE# changing in a wait, excessive initial latency, parity errors, DEVSEL# after the
+subtractive decode slot) and says which findings they must cause.
 """
 
 from __future__ import annotations
@@ -226,7 +226,8 @@ def captures_with_truth(draw, *, mode: str | None = None, width: int | None = No
 # -- faults ----------------------------------------------------------------------------------------
 
 FAULT_KINDS = ("glitch", "trdy_without_devsel", "stop_without_devsel", "irdy_without_transaction",
-               "byte_enables_changed_in_wait", "initial_latency", "parity_error", "frame_reasserted")
+               "byte_enables_changed_in_wait", "initial_latency", "parity_error", "frame_reasserted",
+               "devsel_late")
 
 
 @dataclasses.dataclass
@@ -253,6 +254,11 @@ def _host(kind: str, mode: str, width: int) -> TxnSpec:
         return TxnSpec(0x6, 0x4000, [0x55555555], target_waits={0: 20}, idle_before=2)
     if kind == "parity_error":
         return TxnSpec(0x7, 0x5000, [0x66666666, 0x77777777], idle_before=2, req64=width == 64)
+    if kind == "devsel_late":
+        # subtractive decode (DEVSEL# on H+4) with target waits H+1..H+6, first data phase H+7:
+        # DEVSEL# can be moved to H+5 or H+6 and those clocks stay target waits
+        return TxnSpec(0x7, 0x8000, [0xDDDDDDDD, 0xEEEEEEEE], devsel="subtractive", target_waits={0: 6},
+                       idle_before=2)
     if kind == "frame_reasserted":
         return TxnSpec(0x7, 0x7000, [0xBBBBBBBB], termination="abandoned", target_waits={1: 2}, idle_before=2)
     return TxnSpec(0x7, 0x6000, [0x88888888, 0x99999999, 0xAAAAAAAA], idle_before=2)   # glitch host
@@ -318,6 +324,12 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
             sig["par"][c + 1] ^= 1             # PAR stays right for the changed clock
             per_clock.append((k, c))           # changed ...
             per_clock.append((k, c + 1))       # ... and changed back, both within the wait
+        elif k == "devsel_late":
+            late = draw(st.integers(5, 6))
+            assert rb.records["devsel"][t] == "subtractive" and int(rb.devsel_clock[t]) == H + 4
+            sig["devsel_n"][H + 4:H + late] = 1   # claimed after the slot where the master aborts
+            rb.devsel_clock[t] = H + late
+            per_clock.append((k, H + late))
         elif k == "glitch":
             line = draw(st.sampled_from(["frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n"]))
             glitches.append((rb.bus, line, draw(st.integers(A, E))))

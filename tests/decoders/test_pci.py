@@ -228,7 +228,7 @@ def test_findings(sigrok_cli, tmp_path, timing):
     b.clock(F=1, AD=0x20, CBE=0x7)                   # c9: FRAME# again before it completed
     b.clock(F=1, I=1, CBE=0x0, n=17)                 # c10..c26: long initial latency
     b.clock(F=1, I=1, CBE=0x3, T=1)                  # c27 TRDY# without DEVSEL#; C/BE# changed
-    b.clock(I=1, D=1, T=1, CBE=0x3)                  # c28 data, 19 clocks after c9
+    b.clock(I=1, D=1, T=1, CBE=0x3)                  # c28 data, 19 clocks after c9; DEVSEL# late
     b.idle(3)
     txns, _, findings = decode(sigrok_cli, tmp_path, b, timing)
     kinds = [(f["kind"], f["sample"]) for f in findings]
@@ -237,11 +237,54 @@ def test_findings(sigrok_cli, tmp_path, timing):
         ("frame_reasserted", clock_sample(9, timing)),
         ("trdy_without_devsel", clock_sample(27, timing)),
         ("byte_enables_changed_in_wait", clock_sample(27, timing)),
+        ("devsel_late", clock_sample(28, timing)),
         ("initial_latency", clock_sample(28, timing)),
     ]
     # the first one had DEVSEL# and no STOP#: "normal" by the rules, though no data moved
     assert [t["termination"] for t in txns] == ["normal", "normal"]
     assert [t["devsel"] for t in txns] == ["fast", "subtractive"]
+
+
+def late_devsel_bus() -> Bus:
+    b = Bus()
+    b.idle(2)
+    b.clock(F=1, AD=0x100, CBE=0x6)                  # c2 address (H), memory read
+    b.clock(F=1, I=1, CBE=0x0, n=3)                  # c3..c5 waits, no DEVSEL#
+    b.clock(I=1, D=1, T=1, CBE=0x0, AD=1)            # c6: DEVSEL# n = 4, subtractive: legal
+    b.idle(2)
+    b.clock(F=1, AD=0x200, CBE=0x6)                  # c9 address (H)
+    b.clock(F=1, I=1, CBE=0x0, n=4)                  # c10..c13 waits: the master aborts by now
+    b.clock(F=1, I=1, D=1, CBE=0x0)                  # c14: DEVSEL# n = 5: late
+    b.clock(F=1, I=1, D=1, CBE=0x0, n=2)             # c15 c16 still DEVSEL#: reported once
+    b.clock(I=1, D=1, T=1, CBE=0x0, AD=2)            # c17 data
+    b.idle(2)
+    b.clock(F=1, AD=0x300, CBE=0xD)                  # c20 DAC first phase
+    b.clock(F=1, AD=0x1, CBE=0x7)                    # c21 second phase (H), memory write
+    b.clock(F=1, I=1, CBE=0x0, n=5)                  # c22..c26
+    b.clock(I=1, D=1, T=1, CBE=0x0, AD=3)            # c27: n = 6 from H
+    b.idle(2)
+    return b
+
+
+def test_devsel_after_the_subtractive_slot(sigrok_cli, tmp_path, timing):
+    txns, _, findings = decode(sigrok_cli, tmp_path, late_devsel_bus(), timing)
+    # the records are those of subtractive decodes, by the rules; the late ones are findings
+    assert [(t["devsel"], t["termination"], t["data_phases"], t["target_waits"]) for t in txns] == [
+        ("subtractive", "normal", 1, 3), ("subtractive", "normal", 1, 7),
+        ("subtractive", "normal", 1, 5)]
+    assert [(f["kind"], f["sample"]) for f in findings] == [
+        ("devsel_late", clock_sample(14, timing)), ("devsel_late", clock_sample(27, timing))]
+    assert "5 clocks after the address phase" in findings[0]["message"]
+    assert "6 clocks after the second address phase" in findings[1]["message"]
+
+
+def test_devsel_late_in_a_control_only_capture(sigrok_cli, tmp_path, timing):
+    # without C/BE# the DAC is not seen: n = 5 could be a DAC's subtractive decode, 7 cannot
+    txns, _, findings = decode(sigrok_cli, tmp_path, late_devsel_bus(), timing, control_only=True,
+                               extra=())
+    assert [t["devsel"] for t in txns] == ["subtractive"] * 3
+    assert [(f["kind"], f["sample"]) for f in findings] == [("devsel_late", clock_sample(27, timing))]
+    assert "7 clocks after the address phase" in findings[0]["message"]
 
 
 def test_glitch_in_timing_mode(sigrok_cli, tmp_path):

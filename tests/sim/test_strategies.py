@@ -167,6 +167,10 @@ def test_faults_leave_records_as_the_truth_says(fc):
             assert asserted["FRAME#"][c] and not asserted["FRAME#"][c - 1]
             assert asserted["IRDY#"][c - 1] and asserted["DEVSEL#"][c - 1]
             assert not asserted["TRDY#"][c - 1] and not asserted["STOP#"][c - 1]
+        elif kind == "devsel_late":
+            # first DEVSEL# of its transaction, after at least 4 clocks without it
+            assert asserted["DEVSEL#"][c] and not asserted["DEVSEL#"][c - 4:c].any()
+            assert asserted["FRAME#"][c - 5:c].any()
         elif kind == "byte_enables_changed_in_wait":
             assert sig["C/BE#"][c] != sig["C/BE#"][c - 1] and asserted["IRDY#"][c - 1:c + 1].all()
             assert not (asserted["TRDY#"][c - 1] and asserted["DEVSEL#"][c - 1])
