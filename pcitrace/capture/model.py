@@ -191,9 +191,11 @@ class Capture:
         try:
             return self._by_name[name]
         except KeyError:
-            raise PcitraceError(f"no channel named {name!r}; the capture has "
-                                f"{', '.join(self.channel_names) or 'no channels'}",
-                                path=self.path, fix="check the channel name or the profile") from None
+            names = self.channel_names
+            listed = ", ".join(names[:16]) + (f", ... ({len(names)} in all)" if len(names) > 16 else "")
+            raise PcitraceError(f"no channel named {name!r}; the capture has {listed or 'no channels'}",
+                                path=self.path, fix="check the channel name (pcitrace info CAPTURE lists "
+                                "them all) or the profile") from None
 
     def iter_chunks(self, names: Sequence[str] | None = None, start: int = 0,
                     stop: int | None = None, chunk_samples: int = DEFAULT_CHUNK) -> Iterator[Chunk]:

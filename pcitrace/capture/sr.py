@@ -168,7 +168,9 @@ class _SrLayout:
         try:
             cp.read_string(text)
         except configparser.Error as exc:
-            raise PcitraceError(f"metadata is not a valid INI file: {exc}", path=self.path,
+            # configparser's messages run over several lines; the error is one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PcitraceError(f"metadata is not a valid INI file: {first}", path=self.path,
                                 where="zip member metadata",
                                 fix="re-export the capture from sigrok/PulseView") from None
         devs = [s for s in cp.sections() if s.startswith("device ")]
@@ -379,7 +381,8 @@ def read_sr(path) -> Capture:
                                 acc, acc_n = [], 0
                 except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
                     raise PcitraceError(
-                        f"chunk {member!r} is corrupt near sample {pos} ({exc})", path=path,
+                        # a CRC error shows only at the member's end: name the member's samples
+                        f"chunk {member!r} (samples {first}..{first + n - 1}) is corrupt ({exc})", path=path,
                         where=f"zip member {member}",
                         fix="the capture is damaged or truncated; re-copy or re-export it") from None
         if acc_n:

@@ -250,9 +250,7 @@ def decode_capture(capture, profile=None, *, buses=None, engine: str = "fast",
     records, words, findings = merge_buses(per_bus)
     frames = {}
     for b in probes:
-        got = _decode_probe(capture, b, required=buses is not None)
-        if got is not None:
-            frames[b.name], summaries[b.name] = got
+        frames[b.name], summaries[b.name] = _decode_probe(capture, b)
     return DecodeResult(records, words, findings, profile, summaries, frames, engine)
 
 
@@ -359,17 +357,11 @@ def _decode_sigrok(capture, pci_buses, profile):
             yield (recs, words, finds), _summary_only(capture, b)
 
 
-def _decode_probe(capture, bus, required: bool):
+def _decode_probe(capture, bus):
     """Frames of one probe link, through the probe twin engine (pcitrace.decode.probe)."""
-    from pcitrace.decode import probe
+    from pcitrace.decode.probe import decode_probe_capture
 
-    fn = getattr(probe, "decode_probe_capture", None)
-    if fn is None:
-        if not required:
-            return None
-        raise PcitraceError(f"bus {bus.name!r} is a probe link, but this build cannot decode probe "
-                            "links yet", fix=f"leave it out with --bus (e.g. --bus of a PCI bus)")
-    frames = fn(capture, bus)
+    frames = decode_probe_capture(capture, bus)
     times = frames["start_ps"] if len(frames) else np.zeros(0, np.int64)
     summary = BusSummary(bus.name, bus.kind, "pci", 0, None, 0,
                          int(times[0]) if len(times) else 0, int(frames["end_ps"][-1]) if len(frames) else 0)

@@ -434,3 +434,28 @@ def test_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, seed, n
         for k in a.sig:
             assert a.sig[k].dtype == b.sig[k].dtype, k
             np.testing.assert_array_equal(a.sig[k], b.sig[k], err_msg=k)
+
+
+def test_bad_metadata_and_long_channel_lists_give_one_line_errors(tmp_path):
+    # Found by review: configparser's message ran over three lines, and an unknown channel
+    # listed all 180 channels of a capture in one 2,000-character line.
+    import zipfile
+
+    import numpy as np
+
+    from pcitrace.capture import Capture, TimeBase, open_capture
+    from pcitrace.errors import PcitraceError
+
+    bad = tmp_path / "badmeta.sr"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("version", "2")
+        zf.writestr("metadata", "[device 1]\nsamplerate=1 MHz\n[device 1]\nthis line has no equals sign\n")
+        zf.writestr("logic-1-1", b"\0" * 8)
+    with pytest.raises(PcitraceError) as e:
+        open_capture(bad)
+    assert "\n" not in str(e.value) and "metadata" in str(e.value)
+
+    cap = Capture.from_arrays({f"CH{i}": np.zeros(4, np.uint8) for i in range(180)}, TimeBase.timing(1e6))
+    with pytest.raises(PcitraceError) as e:
+        cap.channel("NOPE")
+    assert len(str(e.value)) < 400 and "180 in all" in str(e.value)
