@@ -38,6 +38,7 @@ import numpy as np
 
 from pcitrace.acquire import sump
 from pcitrace.capture.model import Capture
+from pcitrace.capture.sr import bit_channels
 from pcitrace.errors import PcitraceError
 
 DEFAULT_MEMORY = 24 * 1024
@@ -56,17 +57,6 @@ class _Stage:
         return sump.TriggerStage.from_words(self.mask, self.value, self.config)
 
 
-def probe_lines(capture: Capture) -> list[tuple[str, str, int]]:
-    """(line name, source channel, bit) for every 1-bit line of the capture."""
-    out = []
-    for ch in capture.channels:
-        if ch.width == 1:
-            out.append((ch.name, ch.name, 0))
-        else:
-            out.extend((f"{ch.name}{i}", ch.name, i) for i in range(ch.width))
-    return out
-
-
 class SumpEmulator:
     """Serve ``capture`` as a SUMP device on a pty; ``port`` is the path a client opens.
 
@@ -79,7 +69,7 @@ class SumpEmulator:
                  fault_after: int | None = None, fault_mode: str = "close",
                  bytes_per_s: float | None = None, clock_line: str | None = None,
                  name: str = "pcitrace SUMP emulator"):
-        lines = probe_lines(capture)
+        lines = bit_channels(capture)
         by_name = {ln[0]: ln for ln in lines}
         if probes is None:
             if len(lines) > sump.MAX_CHANNELS:

@@ -18,6 +18,17 @@ from pcitrace.capture.model import Capture, TimeBase
 from pcitrace.errors import PcitraceError
 
 
+def rising_edges(levels: np.ndarray, prev=None) -> np.ndarray:
+    """Indices i where ``levels[i]`` is 1 and the sample before it 0: ``levels[i-1]``, or for
+    i = 0 ``prev`` (the previous chunk's last level). Without ``prev`` sample 0 is no edge."""
+    if prev is None:
+        return np.flatnonzero((levels[1:] == 1) & (levels[:-1] == 0)) + 1
+    before = np.empty_like(levels)
+    before[:1] = prev
+    before[1:] = levels[:-1]
+    return np.flatnonzero((levels == 1) & (before == 0))
+
+
 def _check_clock(capture: Capture, clock: str) -> None:
     ch = capture.channel(clock)
     if ch.width != 1:
@@ -92,11 +103,7 @@ def clocked_view(capture: Capture, clock: str, *, chunk_samples: int = 1 << 20) 
             c = ch.data[clock]
             if len(c) == 0:
                 continue
-            if prev_clk is None:
-                rise = np.flatnonzero((c[1:] == 1) & (c[:-1] == 0)) + 1
-            else:
-                cc = np.concatenate(([prev_clk], c))
-                rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0))
+            rise = rising_edges(c, prev_clk)
             if len(rise):
                 for n in names:
                     a = ch.data[n]
@@ -151,9 +158,7 @@ def clock_stats(capture: Capture, channel: str, *, chunk_samples: int = 1 << 20)
         c = ch.data[channel]
         if len(c) == 0:
             continue
-        cc = c if prev is None else np.concatenate(([prev], c))
-        off = 1 if prev is None else 0
-        rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0)) + off
+        rise = rising_edges(c, prev)
         if len(rise):
             if first is None:
                 first = tb.time_ps(int(rise[0]) + ch.start)
@@ -196,11 +201,7 @@ def edge_summary(capture: Capture, names: list[str] | None = None, *, keep: int 
             c = ch.data[n]
             if len(c) == 0:
                 continue
-            if n in prev:
-                cc = np.concatenate(([prev[n]], c))
-                rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0))
-            else:
-                rise = np.flatnonzero((c[1:] == 1) & (c[:-1] == 0)) + 1
+            rise = rising_edges(c, prev.get(n))
             prev[n] = c[-1]
             if len(rise):
                 count[n] += len(rise)

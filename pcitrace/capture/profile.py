@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.clocked import rising_edges
 from pcitrace.capture.model import Capture
 from pcitrace.errors import PcitraceError
 
@@ -639,11 +640,7 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
         n = len(c)
         if n == 0:
             continue
-        if prev_clk is None:
-            rise = np.flatnonzero((c[1:] == 1) & (c[:-1] == 0)) + 1
-        else:
-            cc = np.concatenate(([prev_clk], c))
-            rise = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0))
+        rise = rising_edges(c, prev_clk)
         if len(rise):
             if before:
                 # Value just before the edge = sample rise-1, which may be the previous chunk's last.

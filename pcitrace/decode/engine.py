@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from pcitrace.capture.clocked import rising_edges
 from pcitrace.decode import facts
 from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE
 from pcitrace.errors import PcitraceError
@@ -662,8 +663,7 @@ def glitches(capture, bus, chunk_samples: int = 1 << 22) -> np.ndarray:
         if not len(c):
             continue
         first = prev_vals is None
-        cc = c if first else np.concatenate(([prev_vals[clk]], c))
-        clocks = np.flatnonzero((cc[1:] == 1) & (cc[:-1] == 0)) + (1 if first else 0) + ch.start
+        clocks = rising_edges(c, None if first else prev_vals[clk]) + ch.start
         for s in lines:
             v = ch.data[chans[s]]
             vv = v if first else np.concatenate(([prev_vals[chans[s]]], v))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pcitrace.capture.clocked import rising_edges
 from pcitrace.decode.facts import DECODERS_DIR
 
 _spec = importlib.util.spec_from_file_location("pcitrace._gbe_lists", DECODERS_DIR / "gbe_probe" / "lists.py")
@@ -98,14 +99,6 @@ class ProbeState:
     last_ps: int = 0
 
 
-def _rising(x: np.ndarray, prev: int) -> np.ndarray:
-    """Indices i where x[i] == 1 and the previous sample (x[i-1], or ``prev``) == 0."""
-    shifted = np.empty_like(x)
-    shifted[0] = prev
-    shifted[1:] = x[:-1]
-    return np.flatnonzero((x == 1) & (shifted == 0))
-
-
 def decode_probe_chunks(chunks: Iterable[tuple[int, np.ndarray, dict[str, np.ndarray]]], *,
                         link: str = "link", rate: str = "1G", active_high: bool = True) -> np.ndarray:
     """Frames from streamed chunks ``(start_index, times_ps, signals)``.
@@ -157,8 +150,8 @@ def _decode_chunk(start, times, sig, st, out, link, rate_mbps, active_high):
     else:
         prev_f = st.prev_frame
         clk_prev = st.prev_clk
-    starts = _rising(f, prev_f)
-    ends = _rising(1 - f, 1 - prev_f)
+    starts = rising_edges(f, prev_f)
+    ends = rising_edges(1 - f, 1 - prev_f)
 
     sof_idx = None
     if "sof" in sig:
@@ -166,7 +159,7 @@ def _decode_chunk(start, times, sig, st, out, link, rate_mbps, active_high):
         sof_idx = np.flatnonzero(s == (1 if active_high else 0))
     byte_idx = None
     if all(k in sig for k in ("rxd", "rx_dv", "rx_clk")):
-        edges = _rising(sig["rx_clk"].astype(np.uint8), clk_prev)
+        edges = rising_edges(sig["rx_clk"].astype(np.uint8), clk_prev)
         byte_idx = edges[sig["rx_dv"][edges] == 1]
         rxd = sig["rxd"]
         rx_er = sig.get("rx_er")
