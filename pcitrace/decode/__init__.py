@@ -204,6 +204,22 @@ def merge_buses(per_bus: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]):
     return records, words, findings
 
 
+def _open(capture, profile):
+    """(Capture, Profile) from a capture or its path and a profile, its path or None
+    (NAME.profile.toml beside the capture, else auto-detected); a given Profile is checked
+    against the capture."""
+    from pcitrace.capture import open_capture
+    from pcitrace.capture.profile import Profile, resolve_profile
+
+    if isinstance(capture, (str, os.PathLike)):
+        capture = open_capture(capture)
+    if not isinstance(profile, Profile):
+        profile = resolve_profile(capture, profile)
+    else:
+        profile.check(capture)
+    return capture, profile
+
+
 def _select(profile, buses):
     if buses is None:
         return list(profile.buses)
@@ -220,17 +236,9 @@ def decode_capture(capture, profile=None, *, buses=None, engine: str = "fast",
     to restrict to; ``engine``: 'fast' (numpy) or 'sigrok' (the reference decoder through
     sigrok-cli; slow). ``progress(clocks_done)`` is called as chunks are decoded.
     """
-    from pcitrace.capture import open_capture
-    from pcitrace.capture.profile import Profile, resolve_profile
-
     if engine not in ENGINES:
         raise PcitraceError(f"unknown decode engine {engine!r}", fix="use --engine fast or --engine sigrok")
-    if isinstance(capture, (str, os.PathLike)):
-        capture = open_capture(capture)
-    if not isinstance(profile, Profile):
-        profile = resolve_profile(capture, profile)
-    else:
-        profile.check(capture)
+    capture, profile = _open(capture, profile)
     selected = _select(profile, buses)
     pci = [b for b in selected if b.is_pci]
     probes = [b for b in selected if b.kind == "gbe_probe"]
@@ -263,15 +271,7 @@ def iter_records(capture, profile=None, *, buses=None, chunk_clocks: int = DEFAU
     Several buses are merged by start time as they stream: the bus that is furthest behind is
     read next, and a record is passed on once no bus can still produce an earlier one.
     """
-    from pcitrace.capture import open_capture
-    from pcitrace.capture.profile import Profile, resolve_profile
-
-    if isinstance(capture, (str, os.PathLike)):
-        capture = open_capture(capture)
-    if not isinstance(profile, Profile):
-        profile = resolve_profile(capture, profile)
-    else:
-        profile.check(capture)
+    capture, profile = _open(capture, profile)
     pci = [b for b in _select(profile, buses) if b.is_pci]
     gens = [iter_bus(capture, b, chunk_clocks=chunk_clocks, profile_name=profile.describe(),
                      progress=progress) for b in pci]

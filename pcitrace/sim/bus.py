@@ -384,7 +384,6 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         raise PcitraceError(f"gnt_master {gnt_master} is not one of the {nmasters} masters",
                             fix="index a master in `masters`")
     pcix = mode == "pcix"
-    table = command_table(mode)
 
     shapes: dict[tuple, int] = {}
     shape_list: list[_Shape] = []
@@ -408,8 +407,6 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     t_dac: list[bool] = []
     t_px: list[tuple] = []
     par_flips: list[tuple[int, int, str]] = []
-    late: list[tuple[int, int]] = []
-    names = {c: table[c][0] for c in range(16)}
 
     reads = [is_read(c, mode) for c in range(16)]
     prev_abandoned = False
@@ -500,12 +497,7 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         byte_count = -1
         if pcix:
             if cmd in PCIX_DWORD_COMMANDS:
-                if be is None:
-                    attr_be = 0
-                elif isinstance(be, (int, np.integer)):
-                    attr_be = int(be) & 0xF
-                else:
-                    attr_be = int(be[0]) & 0xF if P else 0
+                attr_be = dword_attribute_be(be, P)
                 bc_low, attr_cbe = 0, attr_be
                 byte_count = 4 - bin(attr_be).count("1")
             else:
@@ -1220,27 +1212,22 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
     return CaptureTruth(cap, Profile(bus_profiles, source="memory"), records, words_all, findings)
 
 
+def dword_attribute_be(be, phases: int) -> int:
+    """C/BE#[3:0] of a PCI-X DWORD command's attribute phase: the (first) data phase's byte
+    enables as the spec gives them (one value, a list per phase, or none = all enabled)."""
+    if be is None:
+        return 0
+    if isinstance(be, (int, np.integer)):
+        return int(be) & 0xF
+    return int(be[0]) & 0xF if phases else 0
+
+
 def merge_truth(records: Sequence[np.ndarray], words: Sequence[np.ndarray],
                 findings: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Records of several buses in one array sorted by start_ps, words re-indexed to match;
-    ``data_index`` = the index of the record's first word in the merged word array."""
-    offs = np.cumsum([0] + [len(r) for r in records])
-    rec = np.concatenate(records) if len(records) else np.zeros(0, RECORD_DTYPE)
-    parts = []
-    for i, w in enumerate(words):
-        w = w.copy()
-        w["record"] += offs[i]
-        parts.append(w)
-    wds = np.concatenate(parts) if parts else np.zeros(0, WORD_DTYPE)
-    order = np.argsort(rec["start_ps"], kind="stable")
-    rec = rec[order]
-    new_index = np.empty(len(order), np.int64)
-    new_index[order] = np.arange(len(order))
-    if len(wds):
-        wds["record"] = new_index[wds["record"]]
-        wds = wds[np.argsort(wds["record"], kind="stable")]
-    first = np.searchsorted(wds["record"], np.arange(len(rec)))
-    rec["data_index"] = first
-    f = np.concatenate(findings) if len(findings) else np.zeros(0, FINDING_DTYPE)
-    f = f[np.argsort(f["time_ps"], kind="stable")]
-    return rec, wds, f
+    ``data_index`` = the index of the record's first word in the merged word array. The truth
+    is merged exactly as the decoders merge their buses (pcitrace.decode.merge_buses)."""
+    from pcitrace.decode import merge_buses
+
+    findings = list(findings) or [np.zeros(0, FINDING_DTYPE)] * len(records)
+    return merge_buses(zip(records, words, findings))

@@ -416,11 +416,6 @@ def _kind(t: Txn, prev_end: int, ki: int, pcix: bool, width: int, with_ad: bool,
         pend_cbe = 0xF0
     attr = None
     if pcix and cmd in B.PCIX_DWORD_COMMANDS:
-        if be is None:
-            attr_be = 0
-        elif isinstance(be, (int, np.integer)):
-            attr_be = int(be) & 0xF
-        else:
-            attr_be = int(be[0]) & 0xF if P else 0
+        attr_be = B.dword_attribute_be(be, P)
         attr = (0, attr_be, 4 - bin(attr_be).count("1"))
     return (ki, cmd, P, dac, wide, single, off == 0, shape_list[si].end, attr, pend_cbe, si)
