@@ -66,33 +66,69 @@ def _clock_hz(bus, times_first: np.ndarray | None, clocks: int, start: int, end:
 
 
 class _Grow:
-    """An array that grows in place (ndarray.resize -> realloc, which moves large blocks by
-    remapping pages): collecting a long capture's records costs their size once, not twice
-    as a list of chunks plus their concatenation would."""
+    """Parts collected into one array. Each part is written once into spare capacity; the
+    capacity comes from an estimate of the final size (``reserve``) or else doubles, and the
+    spare end is given back in place at the end (a shrinking realloc does not copy). Growing
+    by one part at a time instead (ndarray.resize per chunk) zero-filled every new part and
+    could move the whole array at each chunk."""
 
     def __init__(self, dtype):
-        self.array = np.zeros(0, dtype)
-        self._borrowed = False      # array is still the caller's first part, not our own
+        self.dtype = dtype
+        self.buf: np.ndarray | None = None
+        self.n = 0
+        self._first: np.ndarray | None = None   # a lone first part, kept without a copy
+
+    def reserve(self, total: int) -> None:
+        if self.buf is None:
+            if self._first is None or total <= len(self._first):
+                return
+            self._grow(total)
+        elif total > len(self.buf):
+            self._grow(total)
+
+    def _grow(self, cap: int) -> None:
+        new = np.empty(cap, self.dtype)
+        if self.buf is not None:
+            new[:self.n] = self.buf[:self.n]
+        elif self._first is not None:
+            new[:self.n] = self._first
+            self._first = None
+        self.buf = new
+
+    def claim(self, m: int) -> np.ndarray:
+        """The next ``m`` slots, for the engine to write its output into in place (valid
+        until the next claim or add)."""
+        if self._first is not None:
+            self._grow(max(2 * (self.n + m), 1024))
+        if self.buf is None:
+            self.buf = np.empty(m, self.dtype)
+        elif self.n + m > len(self.buf):
+            self._grow(max(2 * (self.n + m), 1024))
+        view = self.buf[self.n:self.n + m]
+        self.n += m
+        return view
 
     def add(self, part: np.ndarray) -> None:
-        if not len(part):
+        m = len(part)
+        if not m:
             return
-        n = len(self.array)
-        if n == 0:
-            # Kept as it is until a second part comes: a capture decoded in one chunk (and
-            # the first chunk of any) then costs no copy. The parts are fresh engine output
-            # that nobody changes afterwards.
-            self.array, self._borrowed = part, True
+        if self.buf is None and self._first is None and self.n == 0:
+            # a capture decoded in one chunk costs no copy; parts are fresh engine output
+            # that nobody changes afterwards
+            self._first, self.n = part, m
             return
-        if self._borrowed and not self.array.flags.owndata:
-            grown = np.empty(n + len(part), self.array.dtype)
-            grown[:n] = self.array
-            grown[n:] = part
-            self.array, self._borrowed = grown, False
-            return
-        self._borrowed = False
-        self.array.resize(n + len(part), refcheck=False)
-        self.array[n:] = part
+        if self.buf is None or self.n + m > len(self.buf):
+            self._grow(max(2 * (self.n + m), 1024))
+        self.buf[self.n:self.n + m] = part
+        self.n += m
+
+    @property
+    def array(self) -> np.ndarray:
+        if self.buf is None:
+            return self._first if self._first is not None else np.zeros(0, self.dtype)
+        if len(self.buf) != self.n:
+            self.buf.resize(self.n, refcheck=False)
+        return self.buf
 
 
 class _BusSpan:
@@ -110,6 +146,14 @@ class _BusSpan:
         self.clocks += len(ch)
         self.busy += int(np.count_nonzero((ch.sig["frame_n"] == 0) | (ch.sig["irdy_n"] == 0)))
 
+    def share_of(self, capture) -> float:
+        """The part of the capture's time span covered so far (0 when unknown)."""
+        if capture.num_samples < 2 or self.first_times is None:
+            return 0.0
+        t0 = capture.timebase.time_ps(0)
+        whole = capture.timebase.time_ps(capture.num_samples - 1) - t0
+        return (self.end_ps - t0) / whole if whole > 0 else 0.0
+
     def summary(self, bus) -> "BusSummary":
         return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
                           _clock_hz(bus, self.first_times, self.clocks, self.start_ps, self.end_ps),
@@ -117,22 +161,26 @@ class _BusSpan:
 
 
 def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_name: str = "profile",
-             progress: Callable[[int], None] | None = None, summary: dict | None = None):
+             progress: Callable[[int], None] | None = None, summary: dict | None = None,
+             alloc: Callable[[np.dtype, int], np.ndarray] | None = None):
     """Fast-decode one PCI bus chunk by chunk: yields (records, words, findings) as they are
     final, in time order, with memory bounded by the chunk size (plus an open transaction).
     For captures too long to hold every record at once. ``words['record']`` and
     ``data_index`` count from the bus's first record / data phase. If ``summary`` is a dict,
-    it receives ``summary['bus']`` = the BusSummary at the end."""
+    it receives ``summary['bus']`` = the BusSummary at the end. ``alloc(dtype, n)``: where the
+    engine puts each chunk's records and words (``decode_bus`` collects them in place)."""
     from pcitrace.capture.profile import bus_clocks
     from pcitrace.decode.engine import decode_clocks, glitches
 
     carry = None
     span = _BusSpan()
+    if summary is not None:
+        summary["span"] = span
     empty_sig = None
     lanes = {sig: sum(capture.channel(c).width for c in bus.channels_of(sig))
              for sig in ("ad", "cbe_n") if sig in bus.signals}
     opts = dict(mode=bus.mode, width=bus.width, bus=bus.name, ad_bits=lanes.get("ad", 64),
-                cbe_bits=lanes.get("cbe_n", 8))
+                cbe_bits=lanes.get("cbe_n", 8), alloc=alloc)
     for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name):
         if len(ch) == 0:
             continue
@@ -158,9 +206,19 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
     """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
     recs, words, finds = _Grow(RECORD_DTYPE), _Grow(WORD_DTYPE), _Grow(FINDING_DTYPE)
     out: dict = {}
-    for r, w, f in iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
-                            progress=progress, summary=out):
-        recs.add(r), words.add(w), finds.add(f)
+    estimated = False
+    claim = {RECORD_DTYPE: recs.claim, WORD_DTYPE: words.claim}
+    for _, _, f in iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
+                            progress=progress, summary=out, alloc=lambda dt, m: claim[dt](m)):
+        finds.add(f)           # records and words are already in place (claim)
+        if not estimated and recs.n:
+            # the rest of the capture is assumed as busy as its first chunk; a wrong guess
+            # costs a doubling (too low) or untouched pages given back at the end (too high)
+            estimated = True
+            share = out["span"].share_of(capture)
+            if 0 < share < 1:
+                recs.reserve(int(recs.n / share * 1.05) + 64)
+                words.reserve(int(words.n / share * 1.05) + 64)
     return recs.array, words.array, finds.array, out["bus"]
 
 

@@ -224,8 +224,8 @@ class _Runs:
 
 def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: str = "pci",
                   width: int = 32, bus: str = "pci", carry: Carry | None = None,
-                  final: bool = True, ad_bits: int = 64,
-                  cbe_bits: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray, Carry]:
+                  final: bool = True, ad_bits: int = 64, cbe_bits: int = 8,
+                  alloc=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Carry]:
     """Decode one chunk of bus clocks.
 
     Returns (records, words, findings, carry). ``words['record']`` counts records from the
@@ -233,7 +233,11 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     is kept in the returned carry; with ``final=True`` it is emitted as ``truncated``.
     ``ad_bits`` / ``cbe_bits``: how many AD / C/BE# lines the capture has (a 32-bit probe on a
     64-bit bus gives 32-bit words and counts the upper byte lanes as enabled).
+    ``alloc(dtype, n)`` -> an uninitialised array for the records / words (default: a new
+    one), so a collector can have them written straight into its own buffer.
     """
+    if alloc is None:
+        def alloc(dtype, m): return np.empty(m, dtype)                      # noqa: E306,E704
     if mode not in ("pci", "pcix"):
         raise PcitraceError(f"unknown bus mode {mode!r}", fix="use mode 'pci' or 'pcix' in the profile")
     if (carry is not None and carry.open and not final and len(carry.times_ps) > 3
@@ -442,7 +446,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         parity = hdr[0] | hdr[1] | hdr[2] | (per_txn_sum(wbad.astype(np.int64)) > 0)
 
     # --- records -----------------------------------------------------------------------------
-    rec = np.empty(len(s), RECORD_DTYPE)
+    rec = alloc(RECORD_DTYPE, len(s))
     rec["bus"] = bus
     rec["start_ps"] = times[s]
     rec["end_ps"] = times[e]
@@ -494,7 +498,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     word_base_next = word_base + int(data_phases.sum())
 
     # --- data words --------------------------------------------------------------------------
-    words = np.empty(len(w_idx), WORD_DTYPE)
+    words = alloc(WORD_DTYPE, len(w_idx))
     words["record"] = w_txn
     if rec_base:
         words["record"] += rec_base

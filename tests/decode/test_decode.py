@@ -177,3 +177,38 @@ def test_iter_records_breaks_start_time_ties_like_merge_buses():
     got = np.concatenate(list(iter_records(cap, prof, chunk_clocks=100)))
     assert len(got) > 20 and got["bus"][0] == "one" and got["bus"][1] == "two"
     assert np.array_equal(got, whole.records)
+
+
+@pytest.mark.parametrize("reserve", [None, 3, 40, 10_000])
+def test_collector_gives_the_parts_in_order_whatever_the_estimate(reserve):
+    from pcitrace.decode import _Grow
+    from pcitrace.decode.records import WORD_DTYPE
+
+    rng = np.random.default_rng(5)
+    parts = []
+    g = _Grow(WORD_DTYPE)
+    for i, m in enumerate([7, 0, 13, 1, 25, 2]):
+        p = np.zeros(m, WORD_DTYPE)
+        p["time_ps"] = rng.integers(0, 1 << 40, m)
+        p["record"] = i
+        parts.append(p)
+        if i % 2:
+            g.add(p)
+        else:
+            g.claim(m)[:] = p                 # the engine writes in place
+        if i == 0 and reserve is not None:
+            g.reserve(reserve)
+    got = g.array
+    assert np.array_equal(got, np.concatenate(parts))
+    assert len(got) == 48 and (got.base is None or len(got.base) == 48)    # spare capacity given back
+
+
+def test_collector_of_one_part_is_that_part():
+    from pcitrace.decode import _Grow
+    from pcitrace.decode.records import WORD_DTYPE
+
+    p = np.zeros(5, WORD_DTYPE)
+    g = _Grow(WORD_DTYPE)
+    g.add(p)
+    assert g.array is p
+    assert len(_Grow(WORD_DTYPE).array) == 0
