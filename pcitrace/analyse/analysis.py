@@ -194,9 +194,9 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
         data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == pk.DATA
     groups = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=data_dma,
                            split_factor=0.0 if have_ad else o.csr_split_factor)
-    # With AD the send routine is found by its register accesses in groups formed by time alone.
+    # The send routine is found by its register accesses in groups formed by time alone.
     plain = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=np.zeros(len(records), bool),
-                          split_factor=0.0) if have_ad else None
+                          split_factor=0.0)
     packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
                                  have_ad=have_ad, records=records, classes=classes, plain_groups=plain,
                                  csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes,

@@ -355,8 +355,16 @@ def _assign_status(transfers: np.ndarray, status: np.ndarray, de: np.ndarray, de
     return owner
 
 
-def _access_keys(records: np.ndarray, idx: np.ndarray) -> list[tuple]:
-    return list(zip(records["command"][idx].tolist(), records["address"][idx].tolist()))
+def _access_keys(records: np.ndarray, idx: np.ndarray, have_ad: bool = True) -> list[tuple]:
+    """What tells one register access from another: command and address; without AD the
+    access's shape (data phases, DEVSEL# speed, wait states: a NIC answers a register read
+    later than it takes a write)."""
+    keys = zip(records["command"][idx].tolist(), records["address"][idx].tolist())
+    if have_ad:
+        return list(keys)
+    shape = zip(records["data_phases"][idx].tolist(), records["devsel"][idx].tolist(),
+                records["target_waits"][idx].tolist(), records["initiator_waits"][idx].tolist())
+    return [k + s for k, s in zip(keys, shape)]
 
 
 def _suffix_match(keys: list, sig: list) -> int:
@@ -403,41 +411,122 @@ def _learn_signature(seqs: list[list[tuple]], first: int = 8, share: float = 0.4
         sig = [best] + sig
 
 
-def _irregularity(records: np.ndarray, idx: np.ndarray, positions: list[int]) -> float:
-    """Spread of the gaps between the starts of the given accesses (0 = evenly paced)."""
-    t = records["start_ps"][idx[sorted(positions)]].astype(np.float64)
-    if t.size < 3:
-        return 0.0
-    g = np.diff(t)
-    return float(g.std() / max(g.mean(), 1.0))
+MAX_EMBEDDINGS = 4096
+
+
+def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, starts: np.ndarray,
+                   ends: np.ndarray, min_pace: float) -> list[int] | None:
+    """Positions (into ``idx``) of the send routine's accesses among ``free``, or None.
+
+    Every way to pick the routine's accesses in order (a subsequence of ``free`` with the
+    signature's keys) is a candidate, unless two of its accesses follow closer than the CPU's
+    pace (``min_pace``, ps from end to next start). Of the candidates the one is taken that
+    1. leaves the other accesses (the interrupt service routine) at the CPU's pace too;
+    2. lets the two routines take turns where they overlap: each CPU has one register access
+       outstanding at a time and the host bridge serves them in order, so while both run on a
+       busy bus their accesses alternate;
+    3. is the most compact (a routine runs at the CPU's pace), then the one ending last.
+    """
+    L = len(sig)
+    if len(free) < L:
+        return None
+    fkeys = [keys[idx[p]] for p in free]
+    fs = [int(starts[idx[p]]) for p in free]
+    fe = [int(ends[idx[p]]) for p in free]
+    cands: list[list[int]] = []
+
+    def extend(j: int, hi: int, picked: list[int]):
+        # picked: positions in free, from the last access backwards; place sig[j] before hi
+        if len(cands) >= MAX_EMBEDDINGS:
+            return
+        for q in range(hi - 1, -1, -1):
+            if fkeys[q] != sig[j]:
+                continue
+            if picked and fs[picked[-1]] - fe[q] < min_pace:
+                continue
+            if j == 0:
+                cands.append([q] + picked[::-1])
+            else:
+                extend(j - 1, q, picked + [q])
+
+    extend(L - 1, len(free), [])
+    if not cands:
+        return None
+    best, best_score = None, None
+    for c in cands:
+        mine = set(c)
+        rest = [q for q in range(len(free)) if q not in mine]
+        slow = sum(1 for a, b in zip(rest[:-1], rest[1:]) if fs[b] - fe[a] < min_pace)
+        turns = 0
+        if rest:
+            lo = max(fs[c[0]], fs[rest[0]])
+            hi = min(fs[c[-1]], fs[rest[-1]])
+            seq = [q in mine for q in range(len(free)) if lo <= fs[q] <= hi]
+            turns = sum(1 for a, b in zip(seq[:-1], seq[1:]) if a == b)
+        score = (slow, turns, fs[c[-1]] - fs[c[0]], -fs[c[-1]])
+        if best_score is None or score < best_score:
+            best, best_score = c, score
+    return [free[q] for q in best]
 
 
 def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, g: np.ndarray,
                          ok: np.ndarray, first_dma: np.ndarray, eligible: np.ndarray,
                          search_groups: np.ndarray | None = None,
-                         prompt_gap_ps: float = 2e6) -> tuple[np.ndarray, np.ndarray] | None:
+                         prompt_gap_ps: float = 2e6, have_ad: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
+    """send_routines then match_sends: (groups, setup group per packet or -1), or None."""
+    out = send_routines(groups, records, classes, ok, first_dma, search_groups=search_groups,
+                        prompt_gap_ps=prompt_gap_ps, have_ad=have_ad)
+    if out is None:
+        return None
+    return out, match_sends(out, first_dma, eligible)
+
+
+def match_sends(routines: np.ndarray, first_dma: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Setup group (index into ``routines``) per packet, -1 none.
+
+    In ring order (the driver posts descriptors in order): each ``eligible`` packet takes the
+    earliest unused send routine that ended before its first DMA; under a transmit backlog the
+    send routine runs long before the NIC gets to the frame."""
+    inst = np.flatnonzero(routines["setup"])
+    setup_of = np.full(first_dma.size, -1, np.int64)
+    inst_order = inst[np.argsort(routines["end_ps"][inst], kind="stable")]
+    pos = 0
+    for i in np.flatnonzero(eligible):
+        if pos < inst_order.size and routines["end_ps"][inst_order[pos]] < first_dma[i]:
+            setup_of[i] = inst_order[pos]
+            pos += 1
+    return setup_of
+
+
+def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, ok: np.ndarray,
+                  first_dma: np.ndarray, *, search_groups: np.ndarray | None = None,
+                  prompt_gap_ps: float = 2e6, have_ad: bool = True) -> np.ndarray | None:
     """Find the driver's send routine by its register accesses and give each send its own.
 
-    With AD every send runs the same register accesses (command, address) before the NIC's first
-    DMA. The signature of that routine is learnt (_learn_signature) from the accesses leading up
-    to the first DMA of the tx packets ``ok``, preferring those whose last access came within
-    ``prompt_gap_ps`` of the DMA. Every CSR group is searched for it (backwards, as a subsequence,
-    repeatedly: an interrupt service routine may run just before, or interleaved on another CPU;
-    two sends may share a group); each instance becomes a setup group of its own, the remaining
-    accesses a group of their own. Sends are then matched to packets in order (the driver posts
-    descriptors in ring order), each packet taking the earliest unused instance that ended before
-    its first DMA: under a transmit backlog the send routine runs long before the NIC gets to it.
-    ``eligible``: packets that can have a send routine (not received frames). ``search_groups``:
-    the groups to search for instances, if not ``groups`` (under a transmit backlog the send
-    routine's accesses interleave with data DMA, so groups split at data DMA, good for learning
-    the signature from clean sends, would cut instances apart).
-    Returns (groups sorted by start, setup group per packet or -1), or None without a signature.
+    Every send runs the same register accesses before the NIC's first DMA: the same command
+    and address, without AD the same shape (see _access_keys). The signature of that routine is
+    learnt (_learn_signature) from the accesses leading up to the first DMA of the packets
+    ``ok``, preferring those whose last access came within ``prompt_gap_ps`` of the DMA; so is
+    the CPU's pace (the shortest end-to-start time between the accesses of a send that ran
+    alone). Every CSR group is searched for it, repeatedly (an interrupt service routine may
+    run just before, or interleaved on another CPU; two sends may share a group): of the ways
+    to pick the routine's accesses, _best_instance takes the one that keeps both routines at the
+    CPU's pace and lets them take turns. Each instance becomes a setup group of its own, the
+    remaining accesses a group of their own. ``search_groups``: the groups to search for
+    instances, if not ``groups`` (under a transmit backlog the send routine's accesses interleave
+    with data DMA, so groups split at data DMA, good for learning the signature from clean
+    sends, would cut instances apart).
+    Returns the groups sorted by start with 'setup' marking the send routines, or None without
+    a signature.
     """
     csr_idx = np.flatnonzero(classes == CSR)
     if csr_idx.size < 2:
         return None
     accepted = records["termination"] != "retry"
-    keys_all = _access_keys(records, np.arange(len(records)))
+    keys_all = _access_keys(records, np.arange(len(records)), have_ad)
+    # A retried attempt repeats an access to the same register (without AD: the next access).
+    retry_keys = _access_keys(records, np.arange(len(records)))
+    period_ps = float(groups["span_ps"][0] - (groups["end_ps"][0] - groups["start_ps"][0]))
 
     def members_of(gr):
         lo = np.searchsorted(csr_idx, gr["first_record"], side="left")
@@ -459,57 +548,41 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
     if lasts.size < 2:
         return None
     holder = np.searchsorted(learn_groups["first_record"], lasts, side="right") - 1
-    learn = [[keys_all[r] for r in learn_members[h] if accepted[r] and r <= lr]
-             for h, lr in zip(holder, lasts)]
+    learn_recs = [[r for r in learn_members[h] if accepted[r] and r <= lr] for h, lr in zip(holder, lasts)]
+    learn = [[keys_all[r] for r in recs] for recs in learn_recs]
     sig = _learn_signature(learn)
     L = len(sig)
     if L == 0:
         return None
+    # The CPU's pace: the shortest time from the end of one access to the start of the next
+    # in sends that ran alone (exactly the routine's accesses), less one clock of arbitration.
+    # No routine issues its accesses faster than that; -1 when no send ran alone.
+    starts, ends = records["start_ps"], records["end_ps"]
+    clean = [recs for recs, keys in zip(learn_recs, learn) if keys[-L:] == sig and len(keys) == L]
+    paces = [starts[b] - ends[a] for recs in clean for a, b in zip(recs[:-1], recs[1:])]
+    min_pace = float(min(paces)) - period_ps if paces else -1.0
     if search_groups is not None:
         groups, members = search_groups, members_of(search_groups)
     parts: list[tuple[np.ndarray, bool]] = []
     for gi in range(groups.size):
         idx = members[gi]
-        label = np.zeros(idx.size, np.int64)        # 0 = other, k > 0 = k-th instance (from the end)
-        acc_pos = [p for p in range(idx.size) if accepted[idx[p]]]
-        free = list(acc_pos)
+        label = np.zeros(idx.size, np.int64)        # 0 = other, k > 0 = k-th instance found
+        free = [p for p in range(idx.size) if accepted[idx[p]]]
         n_inst = 0
         while True:
-            j, hit = L - 1, []
-            for p in reversed(free):
-                if keys_all[idx[p]] == sig[j]:
-                    hit.append(p)
-                    j -= 1
-                    if j < 0:
-                        break
-            if j >= 0:
+            hit = _best_instance(idx, free, keys_all, sig, starts, ends, min_pace)
+            if hit is None:
                 break
             n_inst += 1
             label[hit] = n_inst
             free = [p for p in free if p not in hit]
-        if n_inst == 1 and len(acc_pos) > L:
-            # Routines that read the same registers can interleave access by access; the
-            # backward match then borrows the other routine's reads. The CPU paces one routine
-            # evenly, so of the backward and the forward match keep the more regular one.
-            fwd, j = [], 0
-            for p in acc_pos:
-                if keys_all[idx[p]] == sig[j]:
-                    fwd.append(p)
-                    j += 1
-                    if j == L:
-                        break
-            if j == L:
-                back = sorted(np.flatnonzero(label == 1).tolist())
-                if _irregularity(records, idx, fwd) < _irregularity(records, idx, back):
-                    label[:] = 0
-                    label[fwd] = 1
         if n_inst == 0:
             parts.append((idx, False))
             continue
         # Retried attempts go with the accepted access they repeat (the next one with its key).
         pending: dict = {}
         for pos in range(idx.size - 1, -1, -1):
-            key = keys_all[idx[pos]]
+            key = retry_keys[idx[pos]]
             if accepted[idx[pos]]:
                 pending[key] = label[pos]
             else:
@@ -518,7 +591,6 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
             parts.append((idx[label == 0], False))
         for k in range(n_inst, 0, -1):
             parts.append((idx[label == k], True))
-    period = float(groups["span_ps"][0] - (groups["end_ps"][0] - groups["start_ps"][0]))
     out = np.zeros(len(parts), GROUP_DTYPE)
     for i, (part, _) in enumerate(parts):
         out["first_record"][i], out["last_record"][i] = part[0], part[-1]
@@ -526,22 +598,13 @@ def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.nd
         out["end_ps"][i] = records["end_ps"][part].max()
         out["accesses"][i] = part.size
         out["retries"][i] = int((records["termination"][part] == "retry").sum())
-    out["span_ps"] = out["end_ps"] - out["start_ps"] + period
+    out["span_ps"] = out["end_ps"] - out["start_ps"] + period_ps
     is_setup = np.array([sf for _, sf in parts])
     order = np.argsort(out["start_ps"], kind="stable")
     out, is_setup = out[order], is_setup[order]
     # Every send routine is a setup group, even one whose frame the capture ended before.
     out["setup"] = is_setup
-    inst = np.flatnonzero(is_setup)
-    # In ring order: each eligible packet takes the earliest unused send that ended before its DMA.
-    setup_of = np.full(first_dma.size, -1, np.int64)
-    inst_order = inst[np.argsort(out["end_ps"][inst], kind="stable")]
-    pos = 0
-    for i in np.flatnonzero(eligible):
-        if pos < inst_order.size and out["end_ps"][inst_order[pos]] < first_dma[i]:
-            setup_of[i] = inst_order[pos]
-            pos += 1
-    return out, setup_of
+    return out
 
 
 def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period_ps: float,
@@ -568,6 +631,7 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     p["data_dma_ideal_ps"] = p["data_bytes"] / (bus_width / 8) * period_ps
 
     sends_possible = True
+    routines = None             # send routines found before classifying (no C/BE#)
     if records is not None and classes is not None:
         # Direction unknown (no C/BE#): the NIC fetches a descriptor right after the driver's
         # doorbell (its last CSR write), even when it reads the frame much later (backlog).
@@ -591,6 +655,23 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
             # keeps the "just before frame data" rule.
             if after_csr.sum() >= 0.25 * data_idx.size:
                 transfers["kind"][unk] = np.where(after_csr, DESCRIPTOR, STATUS)
+                if plain_groups is not None and groups.size:
+                    # Once the send routine is known by the shape of its accesses, the fetch is
+                    # the first small transfer after a send's last access (the doorbell) whose
+                    # NIC asked for the bus within descriptor_gap: the time the bus was busy in
+                    # between only delayed its grant. An interrupt service routine may go on
+                    # around it.
+                    routines = send_routines(groups, records, classes, np.ones(P, bool), ds,
+                                             search_groups=plain_groups, prompt_gap_ps=csr_gap_ps,
+                                             have_ad=have_ad)
+                    if routines is not None:
+                        doorbell = np.sort(routines["end_ps"][routines["setup"]] + period_ps)
+                        k = np.searchsorted(doorbell, ts, side="right") - 1
+                        since = doorbell[np.maximum(k, 0)]
+                        idle = ts - since - busy.between(since, ts)
+                        fetch = (k >= 0) & (idle <= descriptor_gap_ps)
+                        fetch &= np.r_[True, k[1:] != k[:-1]]
+                        transfers["kind"][unk] = np.where(fetch, DESCRIPTOR, STATUS)
             else:
                 # No doorbells followed by a fetch: a receive bus. Its CSR groups are the
                 # driver's interrupt work, never a send's setup.
@@ -643,13 +724,13 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
 
     if groups.size:
         g, ok = setup_groups(groups)
-        if have_ad and records is not None:
-            split = split_setup_routines(groups, records, classes, g, p["direction"] == READ, first,
-                                         can_send, search_groups=plain_groups,
-                                         prompt_gap_ps=csr_gap_ps)
-            if split is not None:
-                groups, g = split
-                ok = (g >= 0) & can_send
+        if routines is None and records is not None and plain_groups is not None:
+            routines = send_routines(groups, records, classes, can_send, first, search_groups=plain_groups,
+                                     prompt_gap_ps=csr_gap_ps, have_ad=have_ad)
+        if routines is not None:
+            groups = routines
+            g = match_sends(routines, first, can_send)
+            ok = (g >= 0) & can_send
         gi = g[ok]
         p["setup_group"][ok] = gi
         groups["setup"][gi] = True
