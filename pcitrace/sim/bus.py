@@ -786,7 +786,9 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         else:
             rec["command"] = "unknown"
         if pcix and with_ad:
-            for fname, col in zip(("tag", "requester", "byte_count", "relaxed_ordering", "no_snoop"), zip(*t_px)):
+            # (render_txns passes the five columns; render's loop a row per transaction)
+            cols = t_px if isinstance(t_px, tuple) else zip(*t_px)
+            for fname, col in zip(("tag", "requester", "byte_count", "relaxed_ordering", "no_snoop"), cols):
                 rec[fname] = col
         else:
             rec["tag"] = rec["requester"] = rec["byte_count"] = -1

@@ -7,6 +7,8 @@ transaction; :func:`spec_clocks` follows the renderer's layout rules (pcitrace.s
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from pcitrace.decode.facts import command_code
@@ -214,163 +216,206 @@ def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: 
     return B.render(specs, masters=MASTERS, **kw)
 
 
+_KEY = operator.attrgetter("command", "pcix", "termination", "devsel", "initial_waits", "wait_every", "nbytes",
+                           "width")
+_COLS = {name: operator.attrgetter(name) for name in
+         ("start", "clocks", "address", "data", "data_off", "nbytes", "master", "requester", "tag", "byte_count",
+          "width")}
+
+
+def _column(txns, name, dtype=None):
+    got = list(map(_COLS[name], txns))
+    return got if dtype is None else np.array(got, dtype)
+
+
 def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, with_ad, tail, total_clocks):
+    """The renderer's per-transaction columns, column-wise: one attribute fetch per column and
+    transaction (C loops over the Txn list), then numpy. What depends on the transaction's
+    shape comes from its kind (worked out once, through to_spec and the renderer)."""
     from pcitrace.sim import bus as B
 
     pcix = mode == "pcix"
-    u64 = np.uint64
+    u64, i64 = np.uint64, np.int64
+    n = len(txns)
+    if n == 0:
+        raise _Irregular            # nothing to speed up: the TxnSpec path draws the idle bus
+    try:
+        addr = _column(txns, "address", u64)      # negative or beyond 64 bits: the TxnSpec path says so
+    except OverflowError:
+        raise _Irregular from None
+    tw = _column(txns, "width", i64)
+    if not np.all((tw == 32) | (tw == 64)):
+        raise _Irregular
+    wb = tw // 8
+    mod = (addr % wb.astype(u64)).astype(i64)
+    dac = addr >= u64(1 << 32)
+
+    # -- kinds: the model's shape key -> what follows from it (first occurrences in order) -------------
     shapes: dict[tuple, int] = {}            # the renderer's shape key -> index in shape_list
     shape_list: list = []
-    kinds: dict[tuple, tuple] = {}           # the model's shape key -> what follows from it
+    kinds: dict[tuple, int] = {}
+    kt: list[tuple] = []
     kind_be: list[np.ndarray] = []           # per kind: the byte enables of its data phases
-    bufs: dict = {}                          # id(buffer), bytes per word -> its words
-    h_ad: list[int] = [0]
-    h_cbe: list[int] = [0xFF]
-    s_pos: list[int] = []                    # single data phase transactions: word index, value
-    s_val: list[int] = []
-    m_pos: list[int] = []                    # bursts: first word index, words
-    m_parts: list[np.ndarray] = []
-    t_kind: list[int] = []
-    t_start: list[int] = []
-    t_idle: list[int] = []
-    t_hbase: list[int] = []
-    t_pend: list[int] = []
-    t_master: list[int] = []
-    t_addr: list[int] = []
-    t_px: list[tuple] = []
-    par_flips: list = []
-    ad_append, cbe_append = h_ad.append, h_cbe.append
     reads = [B.is_read(c, mode) for c in range(16)]
-    clock = 0
-    n_words = 0
-    prev_end = -1
-    for i, t in enumerate(txns):
-        wb = t.width // 8
-        a = t.address
-        key = (t.command, t.pcix, t.termination, t.devsel, t.initial_waits, t.wait_every, t.nbytes,
-               t.width, a % wb, a >= 1 << 32)
-        kind = kinds.get(key)
-        if kind is None:
-            kind = kinds[key] = _kind(t, prev_end, len(kinds), pcix, width, with_ad, reads, shapes, shape_list,
-                                      kind_be, i)
-        ki, cmd, P, dac, wide, single, aligned, shp_end, attr, pend_cbe, _ = kind
-        start = t.start
-        idle = start - prev_end - 1
-        prev_end = start + t.clocks - 1
-        if idle < 0:
-            idle = 0
-        if i == 0 and idle < 2:
-            idle = 2          # as render(): a clock before the first address phase
-        A = clock + idle
-        clock = A + shp_end + 1
-        if t.nbytes:
-            a &= ~(wb - 1)
-        if P:
-            d = t.data
-            if single:
-                if d:
-                    chunk = d[t.data_off:t.data_off + t.nbytes]
-                    if len(chunk) != t.nbytes:
-                        raise _Irregular
-                    s_val.append(int.from_bytes(chunk, "little") << (single - 1))
-                else:
-                    s_val.append(0)
-                s_pos.append(n_words)
-            else:
-                w = None
-                if aligned and d and t.data_off % wb == 0:
-                    full = bufs.get((id(d), wb))
-                    if full is None:
-                        # the buffer's whole words, without a copy (a copy of every frame is
-                        # hundreds of MB in a long capture); a burst reaching into a partial
-                        # last word takes the general path below
-                        full = np.frombuffer(d, "<u8", len(d) // 8) if wb == 8 else \
-                            np.frombuffer(d, "<u4", len(d) // 4).astype(u64)
-                        bufs[(id(d), wb)] = full
-                    o = t.data_off // wb
-                    w = full[o:o + P]
-                if w is None or len(w) != P:
-                    w = np.asarray(_words(t)[0], u64)
-                m_parts.append(w)
-                m_pos.append(n_words)
-
-        hbase = len(h_ad)
-        if dac:
-            if a >> 64:
-                raise PcitraceError(f"transaction {i}: address 0x{a:x} is wider than 64 bits",
-                                    fix="give a 64-bit address")
-            if width == 64 and wide:
-                ad_append(a); cbe_append(cmd << 4 | 0xD)
-            else:
-                ad_append(a & 0xFFFFFFFF); cbe_append(0xFD)
-            ad_append(a >> 32); cbe_append(0xF0 | cmd)
-        else:
-            if pcix and cmd == 0xC:
-                a = (a & 0x7F) | (max(t.requester, 0) & 0xFFFF) << 8 | (max(t.tag, 0) & 0x1F) << 24
-            ad_append(a); cbe_append(0xF0 | cmd)
-        if pcix:
-            req, tag = max(t.requester, 0) & 0xFFFF, max(t.tag, 0) & 0x1F
-            if attr is not None:           # DWORD commands: the byte enables go in the attribute
-                bc_low, attr_cbe, byte_count = attr
-            else:
-                bc = t.byte_count if t.byte_count > 0 else max(1, min(4096, P * (8 if wide else 4)))
-                if not 1 <= bc <= 4096:
-                    raise PcitraceError(f"transaction {i}: PCI-X byte count {bc}", fix="use 1..4096")
-                bc_low, attr_cbe, byte_count = bc & 0xFF, (bc >> 8) & 0xF, bc
-            ad_append(bc_low if cmd == 0xC else bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | tag << 24)
-            cbe_append(0xF0 | attr_cbe)
-            t_px.append((tag, req, byte_count, False, False))
-        t_pend.append(len(h_ad))
-        # a stop slot shows the last data word (filled in below, once the words are arrays)
-        ad_append(0 if P else a & 0xFFFFFFFF)
-        cbe_append(pend_cbe)
-        t_kind.append(ki); t_start.append(A); t_idle.append(idle); t_hbase.append(hbase)
-        t_master.append(MASTER_INDEX[t.master]); t_addr.append(a)
-        if parity:
-            pe = parity.get(i)
-            if pe is not None:
-                if not 0 <= pe < P:
-                    raise PcitraceError(f"transaction {i}: parity error in data phase {pe} of {P}",
-                                        fix="name an existing data phase")
-                par_flips.append((-1 - (n_words + pe), i, f"data phase {pe}"))
-        n_words += P
-
-    # -- columns per transaction from its kind ----------------------------------------------------
-    i64 = np.int64
-    nk = len(kinds)
-    kt = list(kinds.values())
-    kind_a = np.asarray(t_kind, i64)
-    # (kinds are numbered in insertion order, so kt[k] is kind k)
-    col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a] if nk else np.zeros(0, dt)  # noqa: E731
+    keys = list(zip(map(_KEY, txns), mod.tolist(), dac.tolist()))
+    # first index of every distinct key, in order of first occurrence (C loops: reversed pairs
+    # leave each key's smallest index; sorting by it restores the order)
+    first = sorted(dict(zip(reversed(keys), range(n - 1, -1, -1))).items(), key=operator.itemgetter(1))
+    for key, i in first:
+        kinds[key] = len(kt)
+        kt.append(_kind(txns[i], -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
+    kid = list(map(kinds.__getitem__, keys))
+    kind_a = np.array(kid, i64)
+    col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a]   # noqa: E731
     t_shape = col(10, i64)
     t_cmd = col(1, i64)
     t_P = col(2, i64)
     t_dac = col(3, bool)
     t_wide = col(4, bool)
-    t_dbase = np.concatenate(([0], np.cumsum(t_P)[:-1])) if len(t_P) else np.zeros(0, i64)
-    nd = n_words
+    k_single = col(5, i64)
+    k_aligned = col(6, bool)
+    t_shend = col(7, i64)
+    pend_cbe = col(9, np.uint8)
+
+    # -- clocks: idle before each transaction as scheduled, the renderer's own address clocks -----
+    starts = _column(txns, "start", i64)
+    ends = starts + _column(txns, "clocks", i64) - 1
+    idle = np.empty(n, i64)
+    idle[0] = starts[0]
+    idle[1:] = starts[1:] - ends[:-1] - 1
+    np.maximum(idle, 0, out=idle)
+    if idle[0] < 2:
+        idle[0] = 2          # as render(): a clock before the first address phase
+    step = idle + t_shend + 1
+    t_start = np.cumsum(step) - t_shend - 1        # sum of the idles up to i + the spans before i
+    clock = int(t_start[-1] + t_shend[-1] + 1)
+
+    # -- data words -------------------------------------------------------------------------------------
+    t_dbase = np.cumsum(t_P) - t_P
+    nd = int(t_P.sum())
     all_ad = np.zeros(nd, u64)
-    if s_pos:
-        all_ad[np.asarray(s_pos, i64)] = np.array(s_val, dtype=u64)
-    if m_parts:
-        lens = np.fromiter(map(len, m_parts), i64, len(m_parts))
-        before = np.concatenate(([0], np.cumsum(lens)[:-1]))
-        all_ad[np.repeat(np.asarray(m_pos, i64) - before, lens) + np.arange(int(lens.sum()))] = \
-            np.concatenate(m_parts)
-    if nd:
-        be_off = np.concatenate(([0], np.cumsum([len(b) for b in kind_be])[:-1])).astype(i64)
-        be_flat = np.concatenate(kind_be).astype(np.uint8)
-        all_be = be_flat[np.repeat(be_off[kind_a] - t_dbase, t_P) + np.arange(nd)]
-    else:
-        all_be = np.zeros(0, np.uint8)
-    ad_a = np.array(h_ad, dtype=u64)
+    nbytes = _column(txns, "nbytes", i64)
+    datas = _column(txns, "data")
+    offs = _column(txns, "data_off", i64)
+    single = np.flatnonzero((t_P > 0) & (k_single > 0))
+    if len(single):
+        sl = single.tolist()
+        o_l, n_l = offs[single].tolist(), nbytes[single].tolist()
+        chunks = [datas[i][o:o + m] if datas[i] else None for i, o, m in zip(sl, o_l, n_l)]
+        if any(c is not None and len(c) != m for c, m in zip(chunks, n_l)):
+            raise _Irregular
+        vals = np.array([int.from_bytes(c, "little") if c is not None else 0 for c in chunks], u64)
+        all_ad[t_dbase[single]] = vals << (k_single[single] - 1).astype(u64)
+    burst = np.flatnonzero((t_P > 0) & (k_single == 0))
+    if len(burst):
+        # Bursts read their buffer's words (a frame, shared by its bursts) from one pool of every
+        # buffer, zero-padded to whole words. A burst within the buffer's whole words takes them as
+        # they are; one that ends with the buffer takes the padded last word, which is what
+        # _words gives (bytes past the burst zero); any other burst (unaligned, or ending inside
+        # a partial word before the buffer ends) goes through _words itself.
+        bl = burst.tolist()
+        bwb = wb[burst]
+        bd = [datas[i] for i in bl]
+        bkeys = list(zip(map(id, bd), bwb.tolist()))
+        uniq = dict(zip(bkeys, bd))
+        ui = {k: j for j, k in enumerate(uniq)}
+        src = np.array(list(map(ui.__getitem__, bkeys)), i64)
+        blen = np.array(list(map(len, uniq.values())), i64)
+        uwb = np.array([k[1] for k in uniq], i64)
+        nwords = -(-blen // uwb)
+        pools = []
+        for w in (8, 4):
+            sel = [d + bytes(-len(d) % w) for (_, ww), d in uniq.items() if ww == w]
+            if sel:
+                raw = b"".join(sel)
+                pools.append(np.frombuffer(raw, "<u8") if w == 8 else np.frombuffer(raw, "<u4").astype(u64))
+        pool = np.concatenate(pools) if len(pools) > 1 else pools[0]
+        order = np.concatenate([np.flatnonzero(uwb == 8), np.flatnonzero(uwb == 4)])
+        ubase = np.empty(len(uniq), i64)
+        ubase[order] = np.cumsum(nwords[order]) - nwords[order]
+        P_b = t_P[burst]
+        off_b = offs[burst]
+        o_b = off_b // bwb
+        L = blen[src]
+        have = k_aligned[burst] & (off_b % bwb == 0) & (L > 0) & (
+            (o_b + P_b <= L // bwb) | ((off_b + nbytes[burst] == L) & (o_b + P_b == nwords[src])))
+        if have.any():
+            P_h = P_b[have]
+            k = np.arange(int(P_h.sum()), dtype=i64)
+            before = np.cumsum(P_h) - P_h
+            all_ad[np.repeat(t_dbase[burst[have]] - before, P_h) + k] = \
+                pool[np.repeat(ubase[src[have]] + o_b[have] - before, P_h) + k]
+        for j in np.flatnonzero(~have).tolist():
+            i = bl[j]
+            w = np.asarray(_words(txns[i])[0], u64)
+            all_ad[t_dbase[i]:t_dbase[i] + len(w)] = w
+    be_off = np.cumsum([len(b) for b in kind_be]) - [len(b) for b in kind_be]
+    be_flat = np.concatenate(kind_be).astype(np.uint8)
+    all_be = be_flat[np.repeat(np.asarray(be_off, i64)[kind_a] - t_dbase, t_P) + np.arange(nd)] \
+        if nd else np.zeros(0, np.uint8)
+
+    # -- header tables: address (and DAC high half), PCI-X attribute, the stop slot's value ----------------
+    has_data = nbytes > 0
+    a = np.where(has_data, addr & ~(wb - 1).astype(u64), addr)
+    if pcix:
+        req = np.array([max(r, 0) for r in _column(txns, "requester")], i64) & 0xFFFF
+        tag = np.array([max(x, 0) for x in _column(txns, "tag")], i64) & 0x1F
+        comp = (t_cmd == 0xC) & ~t_dac
+        a = np.where(comp, (a & u64(0x7F)) | (req.astype(u64) << u64(8)) | (tag.astype(u64) << u64(24)), a)
+    nh = 1 + t_dac + pcix + 1
+    t_hbase = 1 + np.cumsum(nh) - nh
+    t_pend = t_hbase + nh - 1
+    nh_all = 1 + int(nh.sum())
+    ad_a = np.zeros(nh_all, u64)
+    cbe_a = np.full(nh_all, 0xFF, np.uint8)
+    cmd8 = t_cmd.astype(np.uint8)
+    lo = ~t_dac
+    ad_a[t_hbase[lo]] = a[lo]
+    cbe_a[t_hbase[lo]] = 0xF0 | cmd8[lo]
+    if t_dac.any():
+        d = t_dac
+        whole = d & t_wide & (width == 64)
+        ad_a[t_hbase[d]] = np.where(whole[d], a[d], a[d] & u64(0xFFFFFFFF))
+        cbe_a[t_hbase[d]] = np.where(whole[d], cmd8[d] << 4 | 0xD, 0xFD)
+        ad_a[t_hbase[d] + 1] = a[d] >> u64(32)
+        cbe_a[t_hbase[d] + 1] = 0xF0 | cmd8[d]
+    t_px = None
+    if pcix:
+        attr = [x[8] for x in kt]
+        k_attr = np.array([x is not None for x in attr], bool)[kind_a]
+        k_attr_cbe = np.array([x[1] if x else 0 for x in attr], i64)[kind_a]
+        k_attr_bc = np.array([x[2] if x else 0 for x in attr], i64)[kind_a]
+        bcs = _column(txns, "byte_count", i64)
+        bc = np.where(bcs > 0, bcs, np.maximum(1, np.minimum(4096, t_P * np.where(t_wide, 8, 4))))
+        if np.any(~k_attr & ((bc < 1) | (bc > 4096))):
+            raise _Irregular            # the TxnSpec path names the transaction and the fix
+        bc_low = np.where(k_attr, 0, bc & 0xFF)
+        attr_cbe = np.where(k_attr, k_attr_cbe, (bc >> 8) & 0xF)
+        byte_count = np.where(k_attr, k_attr_bc, bc)
+        at = t_hbase + 1 + t_dac
+        ad_a[at] = np.where(t_cmd == 0xC, bc_low,
+                            bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | tag << 24).astype(u64)
+        cbe_a[at] = (0xF0 | attr_cbe).astype(np.uint8)
+        false = np.zeros(n, bool)
+        t_px = (tag, req, byte_count, false, false)
     has = t_P > 0
-    if nd:
-        last = all_ad[(t_dbase + t_P - 1)[has]]
-        ad_a[np.asarray(t_pend, i64)[has]] = np.where(t_wide[has], last, last & u64(0xFFFFFFFF))
-    return B._assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
-                       t_wide, t_master, t_cmd, t_addr, t_dac, t_px, par_flips, [], ad_a, h_cbe,
-                       all_ad, all_be, n_words, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
+    # a stop slot shows the last data word, or the address when no data phase completed
+    last = all_ad[(t_dbase + t_P - 1)[has]]
+    ad_a[t_pend[has]] = np.where(t_wide[has], last, last & u64(0xFFFFFFFF))
+    ad_a[t_pend[~has]] = a[~has] & u64(0xFFFFFFFF)
+    cbe_a[t_pend] = pend_cbe
+
+    par_flips: list = []
+    for i, pe in sorted(parity.items()):
+        P = int(t_P[i])
+        if not 0 <= pe < P:
+            raise PcitraceError(f"transaction {i}: parity error in data phase {pe} of {P}",
+                                fix="name an existing data phase")
+        par_flips.append((-1 - (int(t_dbase[i]) + pe), i, f"data phase {pe}"))
+    t_master = np.array(list(map(MASTER_INDEX.__getitem__, _column(txns, "master"))), i64)
+    return B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
+                       t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], ad_a, cbe_a,
+                       all_ad, all_be, nd, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
                        masters=MASTERS, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
                        total_clocks=total_clocks)
 
