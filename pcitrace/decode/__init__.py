@@ -87,7 +87,7 @@ class _Grow:
             self._grow(total)
 
     def _grow(self, cap: int) -> None:
-        new = np.empty(cap, self.dtype)
+        new = np.zeros(cap, self.dtype)
         if self.buf is not None:
             new[:self.n] = self.buf[:self.n]
         elif self._first is not None:
@@ -96,12 +96,12 @@ class _Grow:
         self.buf = new
 
     def claim(self, m: int) -> np.ndarray:
-        """The next ``m`` slots, for the engine to write its output into in place (valid
-        until the next claim or add)."""
+        """The next ``m`` slots, zero-filled, for the engine to write its output into in
+        place (valid until the next claim or add)."""
         if self._first is not None:
             self._grow(max(2 * (self.n + m), 1024))
         if self.buf is None:
-            self.buf = np.empty(m, self.dtype)
+            self.buf = np.zeros(m, self.dtype)
         elif self.n + m > len(self.buf):
             self._grow(max(2 * (self.n + m), 1024))
         view = self.buf[self.n:self.n + m]

@@ -233,11 +233,13 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     is kept in the returned carry; with ``final=True`` it is emitted as ``truncated``.
     ``ad_bits`` / ``cbe_bits``: how many AD / C/BE# lines the capture has (a 32-bit probe on a
     64-bit bus gives 32-bit words and counts the upper byte lanes as enabled).
-    ``alloc(dtype, n)`` -> an uninitialised array for the records / words (default: a new
-    one), so a collector can have them written straight into its own buffer.
+    ``alloc(dtype, n)`` -> a zero-filled array for the records / words (default: a new one),
+    so a collector can have them written straight into its own buffer. Fields that are 0 in
+    this chunk are then not written at all (large zeroed arrays come from the kernel's zero
+    pages, which cost nothing until written).
     """
     if alloc is None:
-        def alloc(dtype, m): return np.empty(m, dtype)                      # noqa: E306,E704
+        def alloc(dtype, m): return np.zeros(m, dtype)                      # noqa: E306,E704
     if mode not in ("pci", "pcix"):
         raise PcitraceError(f"unknown bus mode {mode!r}", fix="use mode 'pci' or 'pcix' in the profile")
     if (carry is not None and carry.open and not final and len(carry.times_ps) > 3
@@ -377,13 +379,22 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     excl = np.zeros(len(s), np.int64)
     if len(s) > 1:
         np.cumsum(data_phases[:-1], out=excl[1:])
-    keep = lo <= e
-    delta = np.zeros(n + 1, np.int8)
-    delta[lo[keep]] = 1
-    delta[e[keep] + 1] -= 1
-    region = np.cumsum(delta[:-1], dtype=np.int8).view(bool)
-    dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
-    w_idx = np.flatnonzero(dp_clk & region)
+    # Data clocks: lo..e of each decoded transaction. A transaction spans whole runs from
+    # its address phase to its closing bound, so this is decided run by run and spread to
+    # clocks once; only the header clocks s..H (at most three) are then taken out.
+    bd = np.zeros(R + 1, np.int32)
+    bd[start_r[:nproc]] += 1          # each index list is free of repeats
+    bd[rj] -= 1
+    in_txn = np.cumsum(bd[:-1]) > 0
+    hdr_clk = [s] + [(s + i)[H >= s + i] for i in (1, 2)]
+
+    def spread(run_mask: np.ndarray) -> np.ndarray:
+        clk = np.repeat(run_mask, runs.rl)
+        for h in hdr_clk:
+            clk[h] = False
+        return clk
+
+    w_idx = np.flatnonzero(spread(in_txn & runs.on("dp")[:-1]))
     w_txn = np.repeat(np.arange(len(s)), data_phases)
     has_words = data_phases > 0
     any_wide = bool((w64 & has_words).any())
@@ -460,8 +471,6 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         a0 = ad[s] & M32
         a1 = ad[np.minimum(s + 1, n - 1)] & M32
         rec["address"] = a0 | np.where(dac2, a1 << np.uint64(32), np.uint64(0))
-    else:
-        rec["address"] = 0
     rec["data_phases"] = data_phases
     rec["bytes"] = nbytes
     rec["devsel"] = _DEVSEL_U[devsel_code]
@@ -476,7 +485,6 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     else:
         rec["gnt"] = -1
     rec["tag"] = rec["requester"] = rec["byte_count"] = -1
-    rec["no_snoop"] = rec["relaxed_ordering"] = False
     if pcix and has_ad and has_cbe:
         Ac = np.minimum(attr, n - 1)
         ad_a = ad[Ac]
@@ -499,24 +507,18 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
 
     # --- data words --------------------------------------------------------------------------
     words = alloc(WORD_DTYPE, len(w_idx))
-    words["record"] = w_txn
-    if rec_base:
-        words["record"] += rec_base
+    np.add(w_txn, rec_base, out=words["record"])
     words["time_ps"] = times[w_idx]
     if has_ad:
         if any_wide and ad_bits >= 64:
             words["value"] = wa & np.where(wide, np.uint64(0xFFFFFFFFFFFFFFFF), M32)
         else:
             words["value"] = wa & M32
-    else:
-        words["value"] = 0
     if has_cbe:
         if any_wide and wide_be:
             words["byte_enables"] = wc & np.where(wide, np.uint64(0xFF), m4)
         else:
             words["byte_enables"] = wc & m4
-    else:
-        words["byte_enables"] = 0
 
     # --- findings ----------------------------------------------------------------------------
     def where_txt(t) -> list[str]:
@@ -539,6 +541,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         # C/BE# must hold still while IRDY# is asserted within one data phase
         bmask = np.uint64(0xFF if wide_be else 0xF)
         I = (code & np.uint8(_I)) != 0
+        dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
+        region = spread(in_txn)
         pending = I & ~(dp_clk | ((code & np.uint8(_S)) != 0))
         changed = np.zeros(n, bool)
         changed[1:] = pending[:-1] & I[1:] & (((cbe[1:] ^ cbe[:-1]) & bmask) != 0)
