@@ -432,8 +432,12 @@ def _gmii_channels(d, frames, p, nsamples, arrays, widths, sc) -> dict:
         raise PcitraceError(f"GMII needs samples closer than 4 ns; this capture samples every {p / 1000:g} ns",
                             path=sc.path, where="link.gmii",
                             fix="use buses of 66 MHz or faster (finer sampling), or gmii = false")
-    t = np.arange(nsamples, dtype=np.int64) * p
-    clk = (((t - GMII_PERIOD_PS // 2) % GMII_PERIOD_PS) < GMII_PERIOD_PS // 2).astype(np.uint8)
+    # RX_CLK repeats every lcm(p, 8 ns) / p samples: one period, tiled (no per-sample time
+    # array: a long timing capture has tens of millions of samples, each int64 temporary
+    # hundreds of MB of fresh pages)
+    rep = GMII_PERIOD_PS // math.gcd(p, GMII_PERIOD_PS)
+    t = np.arange(rep, dtype=np.int64) * p
+    clk = np.resize((((t - GMII_PERIOD_PS // 2) % GMII_PERIOD_PS) < GMII_PERIOD_PS // 2).astype(np.uint8), nsamples)
     rxd = np.zeros(nsamples, np.uint64)
     dv = np.zeros(nsamples, np.uint8)
     for f in frames:
@@ -442,7 +446,7 @@ def _gmii_channels(d, frames, p, nsamples, arrays, widths, sc) -> dict:
         z = min(nsamples, -(-f.end_ps // p))
         if a >= z:
             continue
-        j = (t[a:z] - f.start_ps) // GMII_PERIOD_PS
+        j = (np.arange(a, z, dtype=np.int64) * p - f.start_ps) // GMII_PERIOD_PS
         rxd[a:z] = raw[np.minimum(j, len(raw) - 1)]
         dv[a:z] = 1
     names = {k: f"{d}.{PROBE_CHANNELS[k]}" for k in ("rxd", "rx_dv", "rx_clk")}
