@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import struct
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -41,6 +42,11 @@ TX_CSR_READS = (0x0008, 0x3810, 0x3818, 0x00C0)              # STATUS, TDH, TDT,
 IRQ_CSR_READS = (0x00C0, 0x0008, 0x3810, 0x2810)             # ICR, STATUS, TDH, RDH
 IRQ_CSR_WRITES = (0x00D8, 0x2818, 0x00D0, 0x3818)            # IMC, RDT, IMS, TDT
 
+_MAC = {"a": bytes.fromhex("00022b000001"), "b": bytes.fromhex("00022b000002")}
+_IP = {"a": bytes([192, 168, 10, 1]), "b": bytes([192, 168, 10, 2])}
+_HEADER_WORDS = struct.Struct(">10H")                    # the IPv4 header as its checksum adds it
+_UDPMON_HEAD = (4).to_bytes(4, "little") + (152).to_bytes(4, "little")
+
 # Host memory the driver gives the NIC, as offsets from host.memory_base (default 0x1E800000).
 TX_RING = 0x000000
 RX_RING = 0x100000
@@ -51,7 +57,12 @@ RING = 256
 
 @dataclasses.dataclass(slots=True)
 class Txn:
-    """One bus transaction as the model decides it (the renderer draws it)."""
+    """One bus transaction as the model decides it (the renderer draws it).
+
+    The model's hot call sites pass the fields positionally, in this order (keyword arguments
+    cost about a microsecond per transaction): master, purpose, command, address, nbytes,
+    termination, devsel, initial_waits, wait_every, width, read, pcix, tag, requester,
+    byte_count, packet, pc, data, data_off."""
 
     master: str                 # host | nic | other
     purpose: str                # csr_read, csr_write, desc_fetch, data_read, data_completion, desc_completion,
@@ -176,17 +187,23 @@ class Engine:
 
     def _step(self, gen, value):
         heap = self._heap
+        until = self._until
+        now = self.now              # the generators read self.now: kept equal to it
+        send = gen.send
         while True:
             try:
-                cmd = gen.send(value)
+                cmd = send(value)
             except StopIteration:
                 return
             op = cmd[0]
-            if op == "sleep":
-                t = self.now + max(0, int(cmd[1]))
+            if op == "txn":
+                value = cmd[2]
+                t = cmd[1].grant(value, now)
+            elif op == "sleep":
+                t = now + max(0, int(cmd[1]))
                 value = None
             elif op == "until":
-                t = max(self.now, int(cmd[1]))
+                t = max(now, int(cmd[1]))
                 value = None
             elif op == "get":
                 q = cmd[1]
@@ -195,18 +212,15 @@ class Engine:
                     continue
                 q.waiters.append(gen)
                 return
-            elif op == "txn":
-                txn = cmd[2]
-                t = cmd[1].grant(txn, self.now)
-                value = txn
             else:
                 raise ValueError(op)
             # Nothing else is due before (or at) t: going through the heap would pop this very
             # generator next, so resume it at once (ties keep their order: they go the heap way).
-            if t <= self._until and (not heap or heap[0][0] > t):
-                self.now = t
+            if t <= until and (not heap or heap[0][0] > t):
+                now = self.now = t
                 continue
-            self.at(t, gen, value)
+            self._seq += 1
+            heapq.heappush(heap, (t, self._seq, gen, value))
             return
 
 
@@ -235,18 +249,23 @@ class BusModel:
         if req < 0:
             req = 0
         # REQ# -> GNT# -> address phase: two clocks at least when the bus is free.
-        start = max(req + 2, self.free)
+        start = req + 2
+        if start < self.free:
+            start = self.free
         txn.req_clock = req
         txn.start = start
-        txn.clocks = self.length(txn)
-        if start + txn.clocks > self.limit:
+        # (a call site that knows its transaction's length already - CSR accesses - sets it)
+        n = txn.clocks or self.length(txn)
+        txn.clocks = n
+        end = start + n
+        if end > self.limit:
             # past the end of the capture: the master never gets its turn
             self.free = max(self.free, self.limit + 1)
             return NEVER
         # one idle clock after the last FRAME#/IRDY# clock before the next address phase
-        self.free = start + txn.clocks + 1
+        self.free = end + 1
         self.txns.append(txn)
-        return self.phase + (start + txn.clocks) * self.period
+        return self.phase + end * self.period
 
 
 # -- the model ----------------------------------------------------------------------------
@@ -279,12 +298,78 @@ class _PC:
         self.reads = 0
         self.mem = bus.cfg.host.memory_base
         self.pcix = bus.cfg.kind == "pcix"
+        self.csr_clocks: dict = {}      # CSR access shape -> its length in clocks
+
+
+class Draws:
+    """The model's random draws, the values ``numpy.random.default_rng(seed)`` gives, served from
+    blocks of the PCG64 generator's raw 64-bit outputs.
+
+    numpy's scalar calls cost microseconds each (``bytes(1400)`` about 12 us), a few per packet;
+    here each is a slice of a bytes buffer. What numpy does, and so this class: a 32-bit draw
+    (``integers(0, 2**32)``, the words of ``bytes(n)``) takes the low half of a 64-bit output and
+    keeps the high half for the next 32-bit draw; a double (``random()``, ``uniform``) takes a
+    whole 64-bit output, ``(x >> 11) * 2**-53``, and leaves a kept half where it is.
+    tests/sim/test_model.py checks every call against the Generator."""
+
+    BLOCK = 1 << 12             # 64-bit outputs drawn at a time
+
+    def __init__(self, seed):
+        self._bitgen = np.random.default_rng(seed).bit_generator
+        self._raw = b""
+        self._pos = 0           # byte offset of the next unused 64-bit output
+        self._half = -1         # kept high half of the last split output, -1 none
+
+    def _take(self, n: int) -> int:
+        """Byte offset of the next n unused 64-bit outputs (drawing more when needed)."""
+        p = self._pos
+        if p + 8 * n > len(self._raw):
+            more = self._bitgen.random_raw(max(self.BLOCK, n)).astype("<u8").tobytes()
+            self._raw = self._raw[p:] + more
+            p = 0
+        self._pos = p + 8 * n
+        return p
+
+    def uint32(self) -> int:
+        """``int(Generator.integers(0, 2**32))``."""
+        h = self._half
+        if h >= 0:
+            self._half = -1
+            return h
+        p = self._take(1)
+        v = int.from_bytes(self._raw[p:p + 8], "little")
+        self._half = v >> 32
+        return v & 0xFFFFFFFF
+
+    def bytes(self, length: int) -> bytes:
+        """``Generator.bytes(length)``: ceil(length / 4) 32-bit draws, little-endian."""
+        words = (length + 3) // 4 if length > 0 else 1      # numpy draws one word for bytes(0) too
+        head = b""
+        if self._half >= 0:
+            head = self._half.to_bytes(4, "little")
+            self._half = -1
+            words -= 1
+        full = (words + 1) // 2
+        p = self._take(full)
+        out = head + self._raw[p:p + 4 * words]
+        if words % 2:
+            self._half = int.from_bytes(self._raw[p + 4 * words:p + 8 * full], "little")
+        return out[:length]
+
+    def random(self) -> float:
+        """``Generator.random()``."""
+        p = self._take(1)
+        return (int.from_bytes(self._raw[p:p + 8], "little") >> 11) * (1.0 / 9007199254740992.0)
+
+    def uniform(self, low: float, high: float) -> float:
+        """``Generator.uniform(low, high)``: low + (high - low) * random()."""
+        return low + (high - low) * self.random()
 
 
 class Model:
     def __init__(self, sc: Scenario, length: Callable[[Txn], int] = default_length):
         self.sc = sc
-        self.rng = np.random.default_rng(sc.seed)
+        self.rng = Draws(sc.seed)
         self.eng = Engine()
         self.duration_ps = int(round(sc.duration_us * 1e6))
         by_pc = {b.pc: b for b in sc.buses}
@@ -335,17 +420,24 @@ class Model:
             cmd = "mem_read_dword" if pcix else "mem_read"
         addr = nic.bar + offset
         data = int(value).to_bytes(4, "little")
+        purpose = "csr_write" if write else "csr_read"
+        devsel = DEVSEL_CLOCKS[nic.devsel]
+        bc = 4 if pcix else -1
+        # A PC's CSR accesses come in a handful of shapes: their lengths are remembered by what
+        # the bus length depends on (the length function reads ten fields per call).
+        memo = pc.csr_clocks
+        key = (write, addr & 3, addr >= 1 << 32)
         for _ in range(nic.csr_retries):
-            t = Txn(pcix=pc.pcix, pc=pc.name, master="host", purpose="csr_write" if write else "csr_read", command=cmd,
-                          address=addr, nbytes=0, termination="retry", devsel=DEVSEL_CLOCKS[nic.devsel],
-                          read=not write, width=32, byte_count=4 if pcix else -1)
+            # (positional, in the field order the Txn docstring lists)
+            t = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pc.pcix, -1, -1, bc,
+                    -1, pc.name)
+            t.clocks = memo.get(key + (True,)) or memo.setdefault(key + (True,), pc.bus.length(t))
             t = yield ("txn", pc.bus, t)
             log.append(t)
-            yield ("sleep", self.clocks(pc, host.retry_gap_clocks))
-        t = Txn(pcix=pc.pcix, pc=pc.name, master="host", purpose="csr_write" if write else "csr_read", command=cmd,
-                      address=addr, nbytes=4, devsel=DEVSEL_CLOCKS[nic.devsel],
-                      initial_waits=nic.csr_write_waits if write else nic.csr_read_waits,
-                      read=not write, width=32, data=data, byte_count=4 if pcix else -1)
+            yield ("sleep", host.retry_gap_clocks * pc.bus.period)
+        t = Txn("host", purpose, cmd, addr, 4, "normal", devsel, nic.csr_write_waits if write else nic.csr_read_waits,
+                0, 32, not write, pc.pcix, -1, -1, bc, -1, pc.name, data)
+        t.clocks = memo.get(key) or memo.setdefault(key, pc.bus.length(t))
         t = yield ("txn", pc.bus, t)
         log.append(t)
 
@@ -357,7 +449,7 @@ class Model:
         for i, (write, reg) in enumerate(seq):
             if i:
                 yield ("sleep", self.clocks(pc, host.csr_gap_clocks))
-            value = (pc.tx_count % RING) if write else int(self.rng.integers(0, 1 << 32))
+            value = (pc.tx_count % RING) if write else self.rng.uint32()
             yield from self._csr(pc, write, reg, value, log)
 
     def _dma_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
@@ -386,10 +478,8 @@ class Model:
                 pc.reads += 1
                 if pc.reads % lat == 0:
                     waits = 20          # a violation: more than 16 clocks to the first data phase
-            t = Txn(pcix=pc.pcix, pc=pc.name, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
-                          termination=term, devsel=1, initial_waits=waits,
-                          wait_every=host.read_waits_every, read=True, packet=seq,
-                          data=payload, data_off=pos, width=cfg.width if take > 4 else 32)
+            t = Txn("nic", purpose, cmd, a, take, term, 1, waits, host.read_waits_every, cfg.width if take > 4 else 32,
+                    True, pc.pcix, -1, -1, -1, seq, pc.name, payload, pos)
             t = yield ("txn", pc.bus, t)
             log.append(t)
             pos += take
@@ -474,11 +564,9 @@ class Model:
                 # a PCI-X write sequence carries at most 4096 bytes; a disconnect continues it
                 seq_left = 4096 - (pos % 4096)
                 take = min(take, seq_left)
-            t = Txn(pcix=pc.pcix, pc=pc.name, master="nic", purpose=purpose, command=cmd, address=a, nbytes=take,
-                          termination=term, devsel=1, initial_waits=host.write_initial_waits, packet=seq,
-                          data=payload, data_off=pos, width=cfg.width if take > 4 else 32,
-                          tag=(pc.tag if pcix else -1), requester=((1 << 8) | (2 << 3)) if pcix else -1,
-                          byte_count=min(n - pos, 4096 - (pos % 4096)) if pcix else -1)
+            t = Txn("nic", purpose, cmd, a, take, term, 1, host.write_initial_waits, 0, cfg.width if take > 4 else 32,
+                    False, pc.pcix, pc.tag if pcix else -1, ((1 << 8) | (2 << 3)) if pcix else -1,
+                    min(n - pos, 4096 - (pos % 4096)) if pcix else -1, seq, pc.name, payload, pos)
             if pcix:
                 pc.tag = (pc.tag + 1) % 32
             t = yield ("txn", pc.bus, t)
@@ -490,24 +578,20 @@ class Model:
     # -- frames ----------------------------------------------------------------------
     def frame_payload(self, seq: int, user_bytes: int, src: str) -> bytes:
         """Ethernet/IPv4/UDP frame without CRC carrying a UDPmon data packet."""
-        rng = self.rng
-        mac = {"a": bytes.fromhex("00022b000001"), "b": bytes.fromhex("00022b000002")}
-        ip = {"a": bytes([192, 168, 10, 1]), "b": bytes([192, 168, 10, 2])}
         dst = "b" if src == "a" else "a"
         udp_len = user_bytes + 8
         ip_len = udp_len + 20
         iph = bytearray(b"\x45\x00" + ip_len.to_bytes(2, "big") + (seq & 0xFFFF).to_bytes(2, "big")
-                        + b"\x40\x00\x40\x11\x00\x00" + ip[src] + ip[dst])
-        s = sum(int.from_bytes(iph[i:i + 2], "big") for i in range(0, 20, 2))
+                        + b"\x40\x00\x40\x11\x00\x00" + _IP[src] + _IP[dst])
+        s = sum(_HEADER_WORDS.unpack(iph))
         while s >> 16:
             s = (s & 0xFFFF) + (s >> 16)
         iph[10:12] = (~s & 0xFFFF).to_bytes(2, "big")
-        udph = (5001).to_bytes(2, "big") + (5001).to_bytes(2, "big") + udp_len.to_bytes(2, "big") + b"\x00\x00"
-        body = bytearray(rng.bytes(user_bytes))
-        head = (4).to_bytes(4, "little") + (152).to_bytes(4, "little") + seq.to_bytes(8, "little") \
-            + (int(self.eng.now // 100000)).to_bytes(8, "little")
-        body[:min(len(head), user_bytes)] = head[:user_bytes]
-        frame = mac[dst] + mac[src] + b"\x08\x00" + bytes(iph) + udph + bytes(body)
+        udph = b"\x13\x89\x13\x89" + udp_len.to_bytes(2, "big") + b"\x00\x00"     # ports 5001 -> 5001
+        body = self.rng.bytes(user_bytes)
+        head = _UDPMON_HEAD + seq.to_bytes(8, "little") + (int(self.eng.now // 100000)).to_bytes(8, "little")
+        n = min(len(head), user_bytes)
+        frame = _MAC[dst] + _MAC[src] + b"\x08\x00" + bytes(iph) + udph + head[:n] + body[n:]
         if len(frame) < MIN_FRAME - 4:
             frame += bytes(MIN_FRAME - 4 - len(frame))
         return frame
@@ -522,7 +606,7 @@ class Model:
         while tr.count == 0 or i < tr.count:
             t = t0 + self.us(i * tr.spacing_us)
             if tr.jitter_us:
-                t += self.us(float(self.rng.uniform(0, tr.jitter_us)))
+                t += self.us(self.rng.uniform(0.0, tr.jitter_us))
             if t >= self.duration_ps:
                 return
             yield ("until", t)
