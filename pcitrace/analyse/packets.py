@@ -96,10 +96,13 @@ PACKET_DTYPE = np.dtype([
 
 
 def csr_groups(records: np.ndarray, classes: np.ndarray, gap_ps: float, period_ps: float,
-               breaks: np.ndarray | None = None, split_factor: float = 3.0) -> np.ndarray:
+               breaks: np.ndarray | None = None, split_factor: float = 3.0,
+               busy: BusyTime | None = None) -> np.ndarray:
     """CSR groups; ``breaks`` marks records that end a group when they fall inside one (frame
     data DMA; default every NIC DMA). Small DMA (a late status write-back) may land in the
-    middle of the driver's register accesses without splitting them."""
+    middle of the driver's register accesses without splitting them. With ``busy`` only the
+    clocks the bus was idle count towards the gap between two accesses (an access held up
+    behind other transactions does not end a routine): the windows send routines are searched in."""
     idx = np.flatnonzero(classes == CSR)
     if idx.size == 0:
         return np.zeros(0, GROUP_DTYPE)
@@ -107,6 +110,8 @@ def csr_groups(records: np.ndarray, classes: np.ndarray, gap_ps: float, period_p
     end = records["end_ps"][idx]
     dma_before = np.cumsum(classes == DMA if breaks is None else breaks)
     gaps = start[1:] - end[:-1]
+    if busy is not None and gaps.size:
+        gaps = gaps - busy.between(end[:-1], start[1:])
     retried = records["termination"][idx[:-1]] == "retry"
     brk = np.ones(idx.size, bool)
     brk[1:] = (gaps >= gap_ps) | (dma_before[idx[1:]] != dma_before[idx[:-1]])
@@ -388,13 +393,30 @@ def _learn_signature(seqs: list[list[tuple]], first: int = 8, share: float = 0.4
 
     Before the first interrupt the driver has nothing else to do, so the first sends show the
     routine alone; later ones may have an interrupt service routine in front of or interleaved
-    with it. The routine's last access is the most common last access; it then grows one access
+    with it. The most common sequence (seen twice at least, found in the first) is taken if at
+    least ``share`` of the sequences contain it as a subsequence. Otherwise the routine's last access is the most common last access; it then grows one access
     to the front at a time: the access most often found right in front of the part matched so
     far, as long as the extended routine still matches (as a subsequence ending with the
     sequence's last access) the first send and at least ``share`` of the sequences.
     """
     seqs = [s for s in seqs if s][:first]
     need = max(2.0, share * len(seqs))
+    # Sends that ran alone show the routine exactly: the most common sequence (seen twice at
+    # least, found in the first send; of equally common ones the shortest), if enough others
+    # contain it, is the routine (when interrupt service routines ran into most of the first
+    # sends, votes would pick up their accesses).
+    seen: dict = {}
+    for keys in seqs:
+        seen[tuple(keys)] = seen.get(tuple(keys), 0) + 1
+    def contains(keys, sub):
+        it = iter(keys)
+        return all(any(k == x for k in it) for x in sub)
+
+    twice = sorted((-n, len(k), k) for k, n in seen.items() if n >= 2 and contains(seqs[0], k))
+    for _, _, k in twice:
+        # (an interrupt routine's access may come after the send's last one, before the DMA)
+        if sum(contains(keys, k) for keys in seqs) >= need:
+            return list(k)
     sig: list = []
     while True:
         votes: dict = {}
@@ -412,16 +434,19 @@ def _learn_signature(seqs: list[list[tuple]], first: int = 8, share: float = 0.4
 
 
 MAX_EMBEDDINGS = 4096
+MAX_WINDOW = 64              # accesses searched for send routines at once
 
 
 def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, starts: np.ndarray,
-                   ends: np.ndarray, min_pace: float) -> list[int] | None:
+                   ends: np.ndarray, min_pace: float, max_idle: float = 2e6,
+                   busy_at=None) -> list[int] | None:
     """Positions (into ``idx``) of the send routine's accesses among ``free``, or None.
 
     Every way to pick the routine's accesses in order (a subsequence of ``free`` with the
     signature's keys) is a candidate, unless two of its accesses follow closer than the CPU's
-    pace (``min_pace``, ps from end to next start). Of the candidates the one is taken that
-    1. leaves the other accesses (the interrupt service routine) at the CPU's pace too;
+    pace (``min_pace``, ps from end to next start) or further apart than ``max_idle`` ps of bus
+    idle time (``busy_at(t)``: busy ps before t). Of the candidates the one is taken that
+    1. leaves the other accesses around it (the interrupt service routine) at the CPU's pace too;
     2. lets the two routines take turns where they overlap: each CPU has one register access
        outstanding at a time and the host bridge serves them in order, so while both run on a
        busy bus their accesses alternate;
@@ -433,16 +458,28 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     fkeys = [keys[idx[p]] for p in free]
     fs = [int(starts[idx[p]]) for p in free]
     fe = [int(ends[idx[p]]) for p in free]
+    if busy_at is not None:
+        bs = busy_at(np.array(fs, np.float64)).tolist()
+        be = busy_at(np.array(fe, np.float64)).tolist()
+    else:
+        bs = be = [0.0] * len(free)
     cands: list[list[int]] = []
+
+    def idle(a: int, b: int) -> float:
+        return fs[b] - fe[a] - (bs[b] - be[a])
 
     def extend(j: int, hi: int, picked: list[int]):
         # picked: positions in free, from the last access backwards; place sig[j] before hi
         if len(cands) >= MAX_EMBEDDINGS:
             return
         for q in range(hi - 1, -1, -1):
+            if picked:
+                nxt = picked[-1]
+                if idle(q, nxt) > max_idle:
+                    return            # earlier accesses are further still
+                if fs[nxt] - fe[q] < min_pace:
+                    continue
             if fkeys[q] != sig[j]:
-                continue
-            if picked and fs[picked[-1]] - fe[q] < min_pace:
                 continue
             if j == 0:
                 cands.append([q] + picked[::-1])
@@ -452,18 +489,30 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     extend(L - 1, len(free), [])
     if not cands:
         return None
+    n = len(free)
     best, best_score = None, None
     for c in cands:
         mine = set(c)
-        rest = [q for q in range(len(free)) if q not in mine]
-        slow = sum(1 for a, b in zip(rest[:-1], rest[1:]) if fs[b] - fe[a] < min_pace)
+        lo_t, hi_t = fs[c[0]], fs[c[-1]]
+        # the other accesses from the one before the candidate's first to the one after its last
+        rest = [q for q in range(n) if q not in mine and lo_t <= fs[q] <= hi_t]
+        before = [q for q in range(c[0] - 1, -1, -1) if q not in mine][:1]
+        after = [q for q in range(c[-1] + 1, n) if q not in mine][:1]
+        near = before + rest + after
+        slow = sum(1 for a, b in zip(near[:-1], near[1:]) if fs[b] - fe[a] < min_pace)
         turns = 0
         if rest:
-            lo = max(fs[c[0]], fs[rest[0]])
-            hi = min(fs[c[-1]], fs[rest[-1]])
-            seq = [q in mine for q in range(len(free)) if lo <= fs[q] <= hi]
+            # Where both run: from the first other access inside the span (or the candidate's
+            # first, if the other routine was already running) to the last (or the candidate's
+            # last, if the other routine goes on).
+            lo_q, hi_q = rest[0], rest[-1]
+            if before and idle(before[0], rest[0]) <= max_idle:
+                lo_q = c[0]
+            if after and idle(rest[-1], after[0]) <= max_idle:
+                hi_q = c[-1]
+            seq = [q in mine for q in range(lo_q, hi_q + 1)]
             turns = sum(1 for a, b in zip(seq[:-1], seq[1:]) if a == b)
-        score = (slow, turns, fs[c[-1]] - fs[c[0]], -fs[c[-1]])
+        score = (slow, turns, hi_t - lo_t, -hi_t)
         if best_score is None or score < best_score:
             best, best_score = c, score
     return [free[q] for q in best]
@@ -500,6 +549,7 @@ def match_sends(routines: np.ndarray, first_dma: np.ndarray, eligible: np.ndarra
 
 def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, ok: np.ndarray,
                   first_dma: np.ndarray, *, search_groups: np.ndarray | None = None,
+                  time_groups: np.ndarray | None = None, busy: BusyTime | None = None,
                   prompt_gap_ps: float = 2e6, have_ad: bool = True) -> np.ndarray | None:
     """Find the driver's send routine by its register accesses and give each send its own.
 
@@ -548,7 +598,10 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
     if lasts.size < 2:
         return None
     holder = np.searchsorted(learn_groups["first_record"], lasts, side="right") - 1
-    learn_recs = [[r for r in learn_members[h] if accepted[r] and r <= lr] for h, lr in zip(holder, lasts)]
+    # ... since the previous packet's first DMA (a window may hold several sends).
+    since = dict(zip(last[use].tolist(), np.r_[-np.inf, first_dma[:-1]][use].tolist()))
+    learn_recs = [[r for r in learn_members[h] if accepted[r] and r <= lr and records["start_ps"][r] > since[lr]]
+                  for h, lr in zip(holder, lasts)]
     learn = [[keys_all[r] for r in recs] for recs in learn_recs]
     sig = _learn_signature(learn)
     L = len(sig)
@@ -563,22 +616,33 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
     min_pace = float(min(paces)) - period_ps if paces else -1.0
     if search_groups is not None:
         groups, members = search_groups, members_of(search_groups)
+    # Accesses the send routine does not claim stay together as the time-only grouping has them.
+    tgroup = np.zeros(len(records), np.int64)
+    if time_groups is not None and time_groups.size:
+        tgroup[csr_idx] = np.searchsorted(time_groups["first_record"], csr_idx, side="right") - 1
+        windows = []
+        for idx in members:
+            if int(accepted[idx].sum()) > MAX_WINDOW:
+                # a window this long (a bus busy for long): search its time-only groups instead
+                cut = np.flatnonzero(np.diff(tgroup[idx]) != 0) + 1
+                windows += np.split(idx, cut)
+            else:
+                windows.append(idx)
+        members = windows
     parts: list[tuple[np.ndarray, bool]] = []
-    for gi in range(groups.size):
-        idx = members[gi]
+    for idx in members:
         label = np.zeros(idx.size, np.int64)        # 0 = other, k > 0 = k-th instance found
         free = [p for p in range(idx.size) if accepted[idx[p]]]
         n_inst = 0
         while True:
-            hit = _best_instance(idx, free, keys_all, sig, starts, ends, min_pace)
+            hit = _best_instance(idx, free, keys_all, sig, starts, ends, min_pace,
+                                 max_idle=prompt_gap_ps,
+                                 busy_at=busy.at if busy is not None else None)
             if hit is None:
                 break
             n_inst += 1
             label[hit] = n_inst
             free = [p for p in free if p not in hit]
-        if n_inst == 0:
-            parts.append((idx, False))
-            continue
         # Retried attempts go with the accepted access they repeat (the next one with its key).
         pending: dict = {}
         for pos in range(idx.size - 1, -1, -1):
@@ -587,8 +651,10 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
                 pending[key] = label[pos]
             else:
                 label[pos] = pending.get(key, 0)
-        if (label == 0).any():
-            parts.append((idx[label == 0], False))
+        rest = idx[label == 0]
+        if rest.size:
+            cut = np.flatnonzero(np.diff(tgroup[rest]) != 0) + 1
+            parts += [(part, False) for part in np.split(rest, cut)]
         for k in range(n_inst, 0, -1):
             parts.append((idx[label == k], True))
     out = np.zeros(len(parts), GROUP_DTYPE)
@@ -610,6 +676,7 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
 def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period_ps: float,
             bus_width: int, have_ad: bool = False, records: np.ndarray | None = None,
             classes: np.ndarray | None = None, plain_groups: np.ndarray | None = None,
+            time_groups: np.ndarray | None = None,
             csr_gap_ps: float = 2e6, descriptor_bytes: int = 16,
             descriptor_gap_ps: float = 0.0, irq_min_delay_ps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(packets, groups): one row per data transfer; assigns transfers['packet'] and the groups'
@@ -662,8 +729,8 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
                     # between only delayed its grant. An interrupt service routine may go on
                     # around it.
                     routines = send_routines(groups, records, classes, np.ones(P, bool), ds,
-                                             search_groups=plain_groups, prompt_gap_ps=csr_gap_ps,
-                                             have_ad=have_ad)
+                                             search_groups=plain_groups, time_groups=time_groups,
+                                             busy=busy, prompt_gap_ps=csr_gap_ps, have_ad=have_ad)
                     if routines is not None:
                         doorbell = np.sort(routines["end_ps"][routines["setup"]] + period_ps)
                         k = np.searchsorted(doorbell, ts, side="right") - 1
@@ -726,7 +793,8 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
         g, ok = setup_groups(groups)
         if routines is None and records is not None and plain_groups is not None:
             routines = send_routines(groups, records, classes, can_send, first, search_groups=plain_groups,
-                                     prompt_gap_ps=csr_gap_ps, have_ad=have_ad)
+                                     time_groups=time_groups, busy=busy, prompt_gap_ps=csr_gap_ps,
+                                     have_ad=have_ad)
         if routines is not None:
             groups = routines
             g = match_sends(routines, first, can_send)
