@@ -192,6 +192,9 @@ class RenderedBus:
     header_clocks: np.ndarray | None = dataclasses.field(default=None, repr=False)
     devsel_clock: np.ndarray | None = dataclasses.field(default=None, repr=False)
     bad_parity: list = dataclasses.field(default_factory=list, repr=False)
+    # render_txns: per transaction start / end clock as scheduled, master index, purpose,
+    # packet, pcix (the Txn fields the truth needs, from the renderer's one pass over them)
+    txn_columns: dict | None = dataclasses.field(default=None, repr=False)
 
     @property
     def clocks(self) -> int:
@@ -566,12 +569,14 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
 def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_req64, t_ack64,
               t_master, t_cmd, t_addr, t_dac, t_px, par_flips, reasserted, h_ad, h_cbe, data_parts, be_parts,
               n_words, clock, *, mode, width, clock_hz, bus, masters, gnt_master, with_ad, tail,
-              total_clocks) -> RenderedBus:
+              total_clocks, lean: bool = False) -> RenderedBus:
     """The vectorised half of :func:`render`: per-clock signals and truth from the per-transaction
     columns (shape index, address clock, idle clocks, header / data word bases, ...) that its
     loop - or :func:`pcitrace.sim.specs.render_txns`, straight from the model - collected.
     ``t_P`` and ``t_start`` may be numpy arrays; the header tables ``h_ad`` / ``h_cbe`` start with
-    the entry of the bus before anything (0 / 0xFF)."""
+    the entry of the bus before anything (0 / 0xFF). ``lean``: what a capture needs only - no
+    words table (``words`` is empty) and REQ#/GNT# only of ``gnt_master`` (no ``req_n:NAME`` /
+    ``gnt_n:NAME`` lines): at tens of millions of clocks the rest is hundreds of MB."""
     pcix = mode == "pcix"
     table = command_table(mode)
     names = {c: table[c][0] for c in range(16)}
@@ -742,18 +747,22 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     # Arbitration: master j's GNT# runs from the clock after the previous address phase to its
     # own address phase (hidden arbitration), then parks; REQ# leads GNT# by one clock.
     odt = np.int8 if len(masters) < 127 else np.int16
-    owner = np.zeros(total, odt)
-    reqo = np.full(total, -1, odt)
-    if ntx:
+    lines = [m for m in range(len(masters)) if not lean or m == gnt_master]
+    if lines:
+        owner = np.zeros(total, odt)
+        reqo = np.full(total, -1, odt)
+    if ntx and lines:
         seg = np.diff(np.concatenate(([0], t_start_a + 1)))
         owner[:t_start[-1] + 1] = np.repeat(t_master_a.astype(odt), seg)
         owner[t_start[-1] + 1:] = t_master_a[-1]
         reqo[:t_start[-1]] = owner[1:t_start[-1] + 1]
-    for m, mname in enumerate(masters):
+    for m in lines:
+        mname = masters[m]
         g = (owner != m).view(np.uint8)
         rq = (reqo != m).view(np.uint8)
-        sig[f"gnt_n:{mname}"] = g
-        sig[f"req_n:{mname}"] = rq
+        if not lean:
+            sig[f"gnt_n:{mname}"] = g
+            sig[f"req_n:{mname}"] = rq
         if m == gnt_master:
             sig["gnt_n"], sig["req_n"] = g, rq
 
@@ -798,18 +807,18 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     rec["end_ps"] = times(t_end_a)
     lo_be = all_be & 0xF
     nbytes = np.where(wide_w, 8 - np.bitwise_count(all_be), 4 - np.bitwise_count(lo_be)).astype(i64)
-    words = np.zeros(nd, WORD_DTYPE)
-    words["record"] = rec_of_word
-    words["time_ps"] = times(data_clocks)
     if with_ad:
         rec["bytes"] = np.bincount(rec_of_word, weights=nbytes, minlength=ntx).astype(i64)
-        words["value"] = all_ad
-        words["byte_enables"] = np.where(wide_w, all_be, lo_be)
     else:
-        # No AD / C/BE# captured: the words keep only their times (value, byte enables 0).
         rec["bytes"] = t_P_a * (rec["width"] // 8)
-        words["value"] = 0
-        words["byte_enables"] = 0
+    words = np.zeros(0 if lean else nd, WORD_DTYPE)
+    if not lean:
+        words["record"] = rec_of_word
+        words["time_ps"] = times(data_clocks)
+        if with_ad:
+            words["value"] = all_ad
+            words["byte_enables"] = np.where(wide_w, all_be, lo_be)
+        # (no AD / C/BE# captured: the words keep only their times, value and byte enables 0)
     flist = []
     for t, lat in late:
         flist.append((int(times(t_start_a[t] + lat)), bus, "initial_latency",

@@ -87,11 +87,7 @@ class Txn:
     req_clock: int = -1
     start: int = -1             # clock of the address phase
     clocks: int = 0             # address phase .. last clock with FRAME# or IRDY#
-    # filled in by the output stage (captured buses only)
-    rec: int = -1               # index in the truth records
-    start_ps: int = -1
-    end_ps: int = -1
-    first_ps: int = -1          # time of the first completed data phase
+    rec: int = -1               # index in the truth records (set by the output stage; -1: bus not captured)
 
 
 @dataclasses.dataclass(slots=True)

@@ -164,6 +164,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     ann: dict[str, list] = {"master": [], "purpose": [], "packet": []}
     occupancy: dict[str, dict] = {}
     all_txns: list = []
+    first_parts: list = []           # per bus: time of each transaction's first data phase
 
     for bi, b in enumerate(buses):
         cfg = b.cfg
@@ -179,9 +180,9 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
             for i in sorted(frng.choice(cand, min(len(cand), share(sc.faults.parity_errors)), replace=False)):
                 parity[int(i)] = int(frng.integers(0, phases(txns[i])))
         rb = render_txns(txns, parity, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
-                         gnt_master=0 if sc.gnt else None, with_ad=sc.ad, tail=1, total_clocks=K)
-        starts = np.fromiter((t.start for t in txns), np.int64, len(txns))
-        ends = starts + np.fromiter((t.clocks for t in txns), np.int64, len(txns)) - 1
+                         gnt_master=0 if sc.gnt else None, with_ad=sc.ad, tail=1, total_clocks=K, lean=True)
+        cols = rb.txn_columns or _txn_columns(txns)
+        starts, ends = cols["start"], cols["end"]
         if len(txns) and (not np.array_equal(rb.start_clock, starts) or not np.array_equal(rb.end_clock, ends)):
             bad = int(np.flatnonzero((rb.start_clock != starts) | (rb.end_clock != ends))[0])
             raise AssertionError(f"bus {cfg.name}: transaction {bad} scheduled at clocks "
@@ -202,16 +203,14 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                 glitches.append((line, int(starts[i]) + int(frng.integers(1, txns[i].clocks - 1))))
         extra = [(phase + c * b.period, cfg.name, kind, msg) for kind, c, msg in injected]
         first = _first_data_clocks(rb.signals, starts)
-        first_ps = np.where(first >= 0, phase + first * b.period, -1)
-        for t, s0, e0, f0 in zip(txns, recs["start_ps"].tolist(), recs["end_ps"].tolist(), first_ps.tolist()):
-            t.start_ps, t.end_ps, t.first_ps = s0, e0, f0
+        first_parts.append(np.where(first >= 0, phase + first * b.period, -1))
         rec_parts.append(recs)
         find_parts.append(finds)       # replaced below once the channel faults are known
-        ann["master"] += [t.master for t in txns]
-        ann["purpose"] += [t.purpose for t in txns]
-        ann["packet"] += [t.packet for t in txns]
+        ann["master"] += list(map(MASTERS.__getitem__, cols["master"].tolist()))
+        ann["purpose"] += cols["purpose"]
+        ann["packet"] += cols["packet"]
         all_txns.extend(txns)
-        occupancy[cfg.name] = _occupancy(rb.signals, txns, recs, b, K)
+        occupancy[cfg.name] = _occupancy(rb.signals, cols, recs, b, K)
 
         # -- channels --------------------------------------------------------------------
         wanted = [s for s in PCI_CHANNELS if s in rb.signals or s == "clk"]
@@ -335,6 +334,9 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     ann = {k: _pick(v, order) for k, v in ann.items()}
     for t, i in zip(all_txns, inv.tolist()):
         t.rec = i
+    first_ps = np.empty(len(order), np.int64)
+    if first_parts:
+        first_ps[inv] = np.concatenate(first_parts)
     rec_dicts = RecordList(records, ann)
     findings = np.concatenate(find_parts) if find_parts else np.zeros(0, FINDING_DTYPE)
     findings = np.sort(findings, order="time_ps")
@@ -359,7 +361,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                       "message": str(f["message"])} for f in findings],
         "frames": frames_out,
         "pauses": [{"start_ps": a, "end_ps": z} for a, z in model.pauses],
-        "packets": _packets(model),
+        "packets": _packets(model, records, first_ps),
         "occupancy": occupancy,
     }
     tb = TimeBase.timing(1e12 / p) if timing else TimeBase.state(clock_hz=1e12 / periods[0],
@@ -477,7 +479,16 @@ def _inject_signals(sc, sig, txns, starts, ends, rng, share) -> list[tuple[str, 
     return out
 
 
-def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
+def _txn_columns(txns) -> dict:
+    """What :attr:`RenderedBus.txn_columns` holds, for a bus the TxnSpec path rendered."""
+    start = np.fromiter((t.start for t in txns), np.int64, len(txns))
+    return {"start": start, "end": start + np.fromiter((t.clocks for t in txns), np.int64, len(txns)) - 1,
+            "master": np.fromiter((MASTER_INDEX[t.master] for t in txns), np.int64, len(txns)),
+            "purpose": [t.purpose for t in txns], "packet": [t.packet for t in txns],
+            "pcix": [t.pcix for t in txns]}
+
+
+def _occupancy(sig: dict, cols: dict, recs, b, K: int) -> dict:
     busy = (sig["frame_n"][:K] == 0) | (sig["irdy_n"][:K] == 0)
     data = (sig["irdy_n"][:K] == 0) & (sig["trdy_n"][:K] == 0) & (sig["devsel_n"][:K] == 0) & busy
     n_busy = int(busy.sum())
@@ -486,11 +497,11 @@ def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
     # header), retried clocks, clocks per initiator
     clocks = recs["clocks"].astype(np.int64)
     retried = recs["termination"] == "retry"
-    hdr = np.fromiter((2 if t.pcix else 1 for t in txns), np.int64, len(txns))
+    hdr = 1 + np.array(cols["pcix"], bool)
     address = int(hdr[~retried].sum())
     retry = int(clocks[retried].sum())
-    who = np.fromiter((MASTER_INDEX[t.master] for t in txns), np.int64, len(txns))
-    per_master = np.bincount(who, weights=clocks, minlength=len(MASTERS)) if len(txns) else np.zeros(len(MASTERS))
+    who = cols["master"]
+    per_master = np.bincount(who, weights=clocks, minlength=len(MASTERS)) if len(who) else np.zeros(len(MASTERS))
     # busy clocks outside every transaction: IRDY# asserted with no transaction (injected)
     stray = n_busy - int(clocks.sum())
     wait = n_busy - stray - n_data - address - retry
@@ -503,9 +514,11 @@ def _occupancy(sig: dict, txns, recs, b, K: int) -> dict:
     }
 
 
-def _packets(model: ModelResult) -> list[dict]:
+def _packets(model: ModelResult, records: np.ndarray, first_ps: np.ndarray) -> list[dict]:
     # Straight from the Txn objects (no row dict per transaction): a long capture has
-    # hundreds of thousands of them. t.rec < 0: on a bus nobody probes.
+    # hundreds of thousands of them. t.rec < 0: on a bus nobody probes; the times are the
+    # record's (start, end) and its first data phase's, looked up by t.rec.
+    S, E, F = records["start_ps"].tolist(), records["end_ps"].tolist(), first_ps.tolist()
     out = []
     bus_of = {pc: None for pc in ("a", "b")}
     for b in model.buses.values():
@@ -526,36 +539,36 @@ def _packets(model: ModelResult) -> list[dict]:
             "send_bus": bus_of[pk.src], "recv_bus": bus_of[pk.dst],
             "app_send_ps": pk.send_app_ps,
             "csr_records": [t.rec for t in csr],
-            "csr_start_ps": csr[0].start_ps if csr else -1,
-            "csr_end_ps": csr[-1].end_ps if csr else -1,
+            "csr_start_ps": S[csr[0].rec] if csr else -1,
+            "csr_end_ps": E[csr[-1].rec] if csr else -1,
             "csr_retries": sum(t.termination == "retry" for t in csr),
-            "first_dma_ps": tx[0].start_ps if tx else -1,
+            "first_dma_ps": S[tx[0].rec] if tx else -1,
             "tx_dma_records": [t.rec for t in tx],
             "tx_data_bursts": len(data_tx),
             "tx_bytes": sum(t.nbytes for t in data_tx),
-            "tx_data_start_ps": data_tx[0].start_ps if data_tx else -1,
-            "tx_first_word_ps": data_tx[0].first_ps if data_tx else -1,
-            "tx_dma_end_ps": data_tx[-1].end_ps if data_tx else -1,
+            "tx_data_start_ps": S[data_tx[0].rec] if data_tx else -1,
+            "tx_first_word_ps": F[data_tx[0].rec] if data_tx else -1,
+            "tx_dma_end_ps": E[data_tx[-1].rec] if data_tx else -1,
             "wire_start_ps": f.start_ps if f else -1,
             "wire_end_ps": f.end_ps if f else -1,
             "wire_time_ps": (f.end_ps - f.start_ps) if f else -1,
             "rx_dma_records": [t.rec for t in rx],
             "rx_data_bursts": len(data_rx),
             "rx_bytes": sum(t.nbytes for t in data_rx),
-            "rx_data_start_ps": data_rx[0].start_ps if data_rx else -1,
-            "rx_first_word_ps": data_rx[0].first_ps if data_rx else -1,
-            "rx_data_end_ps": data_rx[-1].end_ps if data_rx else -1,
-            "rx_dma_end_ps": rx[-1].end_ps if rx else -1,
+            "rx_data_start_ps": S[data_rx[0].rec] if data_rx else -1,
+            "rx_first_word_ps": F[data_rx[0].rec] if data_rx else -1,
+            "rx_data_end_ps": E[data_rx[-1].rec] if data_rx else -1,
+            "rx_dma_end_ps": E[rx[-1].rec] if rx else -1,
             "tx_irq_csr_records": [t.rec for t in tx_irq],
             "rx_irq_csr_records": [t.rec for t in rx_irq],
-            "tx_irq_csr_start_ps": tx_irq[0].start_ps if tx_irq else -1,
-            "rx_irq_csr_start_ps": rx_irq[0].start_ps if rx_irq else -1,
+            "tx_irq_csr_start_ps": S[tx_irq[0].rec] if tx_irq else -1,
+            "rx_irq_csr_start_ps": S[rx_irq[0].rec] if rx_irq else -1,
         }
         d["csr_setup_ps"] = (d["first_dma_ps"] - d["csr_start_ps"]) if csr and tx else -1
         d["send_to_recv_ps"] = (d["rx_first_word_ps"] - d["tx_first_word_ps"]) \
             if d["rx_first_word_ps"] >= 0 and d["tx_first_word_ps"] >= 0 else -1
-        d["tx_interrupt_delay_ps"] = (d["tx_irq_csr_start_ps"] - tx[-1].end_ps) if tx and tx_irq else -1
-        d["rx_interrupt_delay_ps"] = (d["rx_irq_csr_start_ps"] - rx[-1].end_ps) if rx and rx_irq else -1
+        d["tx_interrupt_delay_ps"] = (d["tx_irq_csr_start_ps"] - E[tx[-1].rec]) if tx and tx_irq else -1
+        d["rx_interrupt_delay_ps"] = (d["rx_irq_csr_start_ps"] - E[rx[-1].rec]) if rx and rx_irq else -1
         out.append(d)
     return out
 

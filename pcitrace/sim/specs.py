@@ -189,7 +189,7 @@ class _Irregular(Exception):
 
 def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: str, width: int,
                 clock_hz: float, bus: str, gnt_master: int | None, with_ad: bool, tail: int,
-                total_clocks: int | None):
+                total_clocks: int | None, lean: bool = False):
     """``render(to_specs(txns), masters=MASTERS, ...)`` without a TxnSpec per transaction.
 
     The model's transactions repeat a few shapes, so everything that follows from the shape
@@ -199,7 +199,8 @@ def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: 
     clock, address and data into the renderer's columns. ``parity``: transaction index ->
     data phase whose PAR is inverted (what ``TxnSpec.parity_error`` does). The result is that
     of the TxnSpec path (tests/sim/test_specs.py compares them); a transaction this builder
-    does not cover sends the whole bus down that path.
+    does not cover sends the whole bus down that path. ``lean``: as :func:`pcitrace.sim.bus._assemble`
+    (no words table, no other masters' REQ#/GNT#; the TxnSpec path ignores it).
     """
     from pcitrace.sim import bus as B
 
@@ -207,7 +208,7 @@ def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: 
               tail=tail, total_clocks=total_clocks)
     if mode in ("pci", "pcix") and width in (32, 64):
         try:
-            return _render_columns(txns, parity or {}, **kw)
+            return _render_columns(txns, parity or {}, lean=lean, **kw)
         except _Irregular:
             pass
     specs = to_specs(txns)
@@ -216,19 +217,21 @@ def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: 
     return B.render(specs, masters=MASTERS, **kw)
 
 
-_KEY = operator.attrgetter("command", "pcix", "termination", "devsel", "initial_waits", "wait_every", "nbytes",
-                           "width")
-_COLS = {name: operator.attrgetter(name) for name in
-         ("start", "clocks", "address", "data", "data_off", "nbytes", "master", "requester", "tag", "byte_count",
-          "width")}
+# Every Txn field the renderer and the truth read, fetched in one pass over the transactions
+# (the objects are read once while in cache; a pass per field costs as much per field). The
+# first eight with the address's offset in its word and its DAC flag are the shape key.
+_FIELDS = ("command", "pcix", "termination", "devsel", "initial_waits", "wait_every", "nbytes", "width",
+           "start", "clocks", "address", "data", "data_off", "master", "requester", "tag", "byte_count",
+           "purpose", "packet")
+_ROW = operator.attrgetter(*_FIELDS)
 
 
-def _column(txns, name, dtype=None):
-    got = list(map(_COLS[name], txns))
-    return got if dtype is None else np.array(got, dtype)
+def txn_columns(txns) -> dict[str, tuple]:
+    """Field name -> the tuple of that field over ``txns`` (one pass, C loops)."""
+    return dict(zip(_FIELDS, zip(*map(_ROW, txns))))
 
 
-def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, with_ad, tail, total_clocks):
+def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, with_ad, tail, total_clocks, lean):
     """The renderer's per-transaction columns, column-wise: one attribute fetch per column and
     transaction (C loops over the Txn list), then numpy. What depends on the transaction's
     shape comes from its kind (worked out once, through to_spec and the renderer)."""
@@ -239,11 +242,12 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     n = len(txns)
     if n == 0:
         raise _Irregular            # nothing to speed up: the TxnSpec path draws the idle bus
+    cols = txn_columns(txns)
     try:
-        addr = _column(txns, "address", u64)      # negative or beyond 64 bits: the TxnSpec path says so
+        addr = np.array(cols["address"], u64)      # negative or beyond 64 bits: the TxnSpec path says so
     except OverflowError:
         raise _Irregular from None
-    tw = _column(txns, "width", i64)
+    tw = np.array(cols["width"], i64)
     if not np.all((tw == 32) | (tw == 64)):
         raise _Irregular
     wb = tw // 8
@@ -257,7 +261,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     kt: list[tuple] = []
     kind_be: list[np.ndarray] = []           # per kind: the byte enables of its data phases
     reads = [B.is_read(c, mode) for c in range(16)]
-    keys = list(zip(map(_KEY, txns), mod.tolist(), dac.tolist()))
+    keys = list(zip(*(cols[f] for f in _FIELDS[:8]), mod.tolist(), dac.tolist()))
     # first index of every distinct key, in order of first occurrence (C loops: reversed pairs
     # leave each key's smallest index; sorting by it restores the order)
     first = sorted(dict(zip(reversed(keys), range(n - 1, -1, -1))).items(), key=operator.itemgetter(1))
@@ -278,8 +282,8 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     pend_cbe = col(9, np.uint8)
 
     # -- clocks: idle before each transaction as scheduled, the renderer's own address clocks -----
-    starts = _column(txns, "start", i64)
-    ends = starts + _column(txns, "clocks", i64) - 1
+    starts = np.array(cols["start"], i64)
+    ends = starts + np.array(cols["clocks"], i64) - 1
     idle = np.empty(n, i64)
     idle[0] = starts[0]
     idle[1:] = starts[1:] - ends[:-1] - 1
@@ -294,9 +298,9 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     t_dbase = np.cumsum(t_P) - t_P
     nd = int(t_P.sum())
     all_ad = np.zeros(nd, u64)
-    nbytes = _column(txns, "nbytes", i64)
-    datas = _column(txns, "data")
-    offs = _column(txns, "data_off", i64)
+    nbytes = np.array(cols["nbytes"], i64)
+    datas = cols["data"]
+    offs = np.array(cols["data_off"], i64)
     single = np.flatnonzero((t_P > 0) & (k_single > 0))
     if len(single):
         sl = single.tolist()
@@ -358,8 +362,8 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     has_data = nbytes > 0
     a = np.where(has_data, addr & ~(wb - 1).astype(u64), addr)
     if pcix:
-        req = np.array([max(r, 0) for r in _column(txns, "requester")], i64) & 0xFFFF
-        tag = np.array([max(x, 0) for x in _column(txns, "tag")], i64) & 0x1F
+        req = np.array([max(r, 0) for r in cols["requester"]], i64) & 0xFFFF
+        tag = np.array([max(x, 0) for x in cols["tag"]], i64) & 0x1F
         comp = (t_cmd == 0xC) & ~t_dac
         a = np.where(comp, (a & u64(0x7F)) | (req.astype(u64) << u64(8)) | (tag.astype(u64) << u64(24)), a)
     nh = 1 + t_dac + pcix + 1
@@ -385,7 +389,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
         k_attr = np.array([x is not None for x in attr], bool)[kind_a]
         k_attr_cbe = np.array([x[1] if x else 0 for x in attr], i64)[kind_a]
         k_attr_bc = np.array([x[2] if x else 0 for x in attr], i64)[kind_a]
-        bcs = _column(txns, "byte_count", i64)
+        bcs = np.array(cols["byte_count"], i64)
         bc = np.where(bcs > 0, bcs, np.maximum(1, np.minimum(4096, t_P * np.where(t_wide, 8, 4))))
         if np.any(~k_attr & ((bc < 1) | (bc > 4096))):
             raise _Irregular            # the TxnSpec path names the transaction and the fix
@@ -412,12 +416,16 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
             raise PcitraceError(f"transaction {i}: parity error in data phase {pe} of {P}",
                                 fix="name an existing data phase")
         par_flips.append((-1 - (int(t_dbase[i]) + pe), i, f"data phase {pe}"))
-    t_master = np.array(list(map(MASTER_INDEX.__getitem__, _column(txns, "master"))), i64)
-    return B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
+    t_master = np.array(list(map(MASTER_INDEX.__getitem__, cols["master"])), i64)
+    rb = B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
                        t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], ad_a, cbe_a,
                        all_ad, all_be, nd, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
                        masters=MASTERS, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
-                       total_clocks=total_clocks)
+                       total_clocks=total_clocks, lean=lean)
+    # what the truth needs of the transactions besides the records: no second pass over them
+    rb.txn_columns = {"start": starts, "end": ends, "master": t_master, "purpose": cols["purpose"],
+                      "packet": cols["packet"], "pcix": cols["pcix"]}
+    return rb
 
 
 def _kind(t: Txn, prev_end: int, ki: int, pcix: bool, width: int, with_ad: bool, reads, shapes, shape_list,

@@ -68,3 +68,17 @@ def test_bad_parity_phase_is_refused():
     with pytest.raises(PcitraceError, match="parity error in data phase"):
         render_txns(b.txns, {i: phases(b.txns[i])}, mode=b.cfg.kind, width=b.cfg.width, clock_hz=66e6,
                     bus="x", gnt_master=0, with_ad=True, tail=1, total_clocks=None)
+
+
+@pytest.mark.parametrize("gnt_master", [0, None])
+def test_lean_render_leaves_out_only_words_and_other_masters_lines(gnt_master):
+    b = _model_buses("pro1000_66mhz_coalesce")[0]
+    kw = dict(mode=b.cfg.kind, width=b.cfg.width, clock_hz=1e12 / b.period, bus=b.cfg.name,
+              gnt_master=gnt_master, with_ad=True, tail=1, total_clocks=None)
+    full, lean = render_txns(b.txns, None, **kw), render_txns(b.txns, None, lean=True, **kw)
+    assert len(full.words) and len(lean.words) == 0
+    assert set(lean.signals) == {k for k in full.signals if ":" not in k}
+    for k in lean.signals:
+        np.testing.assert_array_equal(lean.signals[k], full.signals[k], err_msg=k)
+    for f in ("records", "findings", "start_clock", "end_clock", "codes"):
+        np.testing.assert_array_equal(getattr(lean, f), getattr(full, f), err_msg=f)
