@@ -274,17 +274,23 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
             return np.maximum(0, -(-(np.asarray(t, np.int64) - ph0) // T0))
         sample_ps = lambda i: ph0 + np.asarray(i, np.int64) * T0     # noqa: E731
     byte_ps = int(round(8000 / sc.link.rate_gbps))
+    # sample indices of every frame's start, end and start-of-frame byte, all at once (lists of
+    # python ints: the loops below only slice with them)
+    n_fr = len(model.frames)
+    f_start = np.fromiter((f.start_ps for f in model.frames), np.int64, n_fr)
+    f_end = np.fromiter((f.end_ps for f in model.frames), np.int64, n_fr)
+    s_start, s_end = to_sample(f_start), to_sample(f_end)
+    s_sof = to_sample(f_start + 7 * byte_ps)
+    s_sof_end = np.maximum(s_sof + 1, to_sample(f_start + 8 * byte_ps))
+    s_start_l, s_end_l, s_sof_l, s_sof_end_l = (x.tolist() for x in (s_start, s_end, s_sof, s_sof_end))
     for d in directions:
-        fs = [f for f in model.frames if f.link == d]
+        idx = [i for i, f in enumerate(model.frames) if f.link == d]
+        fs = [model.frames[i] for i in idx]
         fp = np.zeros(nsamples, np.int8)
         sof = np.zeros(nsamples, np.int8)
-        for f in fs:
-            a, z = int(to_sample(f.start_ps)), int(to_sample(f.end_ps))
-            fp[a:z] += 1
-            st = f.start_ps + 7 * byte_ps
-            sa = int(to_sample(st))
-            sz = max(sa + 1, int(to_sample(st + byte_ps)))
-            sof[sa:sz] += 1
+        for i in idx:
+            fp[s_start_l[i]:s_end_l[i]] += 1
+            sof[s_sof_l[i]:s_sof_end_l[i]] += 1
         fpn = f"{d}.{PROBE_CHANNELS['frame_present']}"
         arrays[fpn] = (fp > 0).astype(np.uint8)
         sigs = {"frame_present": fpn}
@@ -297,21 +303,22 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         profile_buses.append(BusProfile(name=d, kind="gbe_probe", signals=sigs,
                                         clock_hz=None if timing else 1e12 / periods[0],
                                         link_bps=sc.link.rate_gbps * 1e9))
-    for f in model.frames:
-        a, z = int(to_sample(f.start_ps)), int(to_sample(f.end_ps))
-        probed = f.link in directions and a < nsamples
-        truncated = z >= nsamples
-        if truncated:
-            z = nsamples - 1            # as the decoders report it: the last sample's time
-        st = f.start_ps + 7 * byte_ps
+    t_sof_l = sample_ps(s_sof).tolist()
+    t_start_l = sample_ps(s_start).tolist()
+    # a frame cut off by the end of the capture ends at the last sample, as the decoders report it
+    t_end_l = sample_ps(np.minimum(s_end, nsamples - 1)).tolist()
+    for i, f in enumerate(model.frames):
+        probed = f.link in directions and s_start_l[i] < nsamples
+        truncated = s_end_l[i] >= nsamples
+        start, end = t_start_l[i], t_end_l[i]
         frames_out.append({
             "link": f.link, "kind": f.kind, "seq": f.seq, "frame_bytes": f.frame_bytes,
             "udpmon_seq": f.seq if f.kind == "data" else -1,
             "lost": f.lost, "probed": probed,
             "wire_start_ps": f.start_ps, "wire_end_ps": f.end_ps,
-            "start_ps": int(sample_ps(a)), "end_ps": int(sample_ps(z)),
-            "wire_time_ps": int(sample_ps(z) - sample_ps(a)),
-            "sof_ps": int(sample_ps(to_sample(st))) if sc.link.sof else -1,
+            "start_ps": start, "end_ps": end,
+            "wire_time_ps": end - start,
+            "sof_ps": t_sof_l[i] if sc.link.sof else -1,
             "truncated": truncated,
         })
 
