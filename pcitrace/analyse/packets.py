@@ -434,18 +434,19 @@ def _learn_signature(seqs: list[list[tuple]], first: int = 8, share: float = 0.4
 
 
 MAX_EMBEDDINGS = 4096
-MAX_WINDOW = 64              # accesses searched for send routines at once
+MAX_WINDOW = 32              # accesses searched for send routines at once
 
 
 def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, starts: np.ndarray,
                    ends: np.ndarray, min_pace: float, max_idle: float = 2e6,
-                   busy_at=None) -> list[int] | None:
+                   busy_at=None, step_idle: list[float] | None = None) -> list[int] | None:
     """Positions (into ``idx``) of the send routine's accesses among ``free``, or None.
 
     Every way to pick the routine's accesses in order (a subsequence of ``free`` with the
     signature's keys) is a candidate, unless two of its accesses follow closer than the CPU's
     pace (``min_pace``, ps from end to next start) or further apart than ``max_idle`` ps of bus
-    idle time (``busy_at(t)``: busy ps before t). Of the candidates the one is taken that
+    idle time (``busy_at(t)``: busy ps before t; ``step_idle[j]``: the limit between the routine's
+    j-th and next access, if known). Of the candidates the one is taken that
     1. leaves the other accesses around it (the interrupt service routine) at the CPU's pace too;
     2. lets the two routines take turns where they overlap: each CPU has one register access
        outstanding at a time and the host bridge serves them in order, so while both run on a
@@ -475,7 +476,7 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
         for q in range(hi - 1, -1, -1):
             if picked:
                 nxt = picked[-1]
-                if idle(q, nxt) > max_idle:
+                if idle(q, nxt) > (max_idle if step_idle is None else step_idle[j]):
                     return            # earlier accesses are further still
                 if fs[nxt] - fe[q] < min_pace:
                     continue
@@ -614,21 +615,34 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
     clean = [recs for recs, keys in zip(learn_recs, learn) if keys[-L:] == sig and len(keys) == L]
     paces = [starts[b] - ends[a] for recs in clean for a, b in zip(recs[:-1], recs[1:])]
     min_pace = float(min(paces)) - period_ps if paces else -1.0
+    # ... and its pace step by step: the bus idle time between its j-th and next access in those
+    # sends. Elsewhere the routine may wait for the bus, but not stand idle much longer than that
+    # (a few clocks of arbitration, a quarter more for the CPU's own jitter).
+    step_idle = None
+    if clean and busy is not None:
+        a_end = np.array([[ends[r] for r in recs[:-1]] for recs in clean], np.float64)
+        b_start = np.array([[starts[r] for r in recs[1:]] for recs in clean], np.float64)
+        idle_steps = b_start - a_end - busy.between(a_end, b_start)
+        step_idle = (idle_steps.max(axis=0) * 1.25 + 4 * period_ps).tolist()
     if search_groups is not None:
         groups, members = search_groups, members_of(search_groups)
     # Accesses the send routine does not claim stay together as the time-only grouping has them.
     tgroup = np.zeros(len(records), np.int64)
     if time_groups is not None and time_groups.size:
         tgroup[csr_idx] = np.searchsorted(time_groups["first_record"], csr_idx, side="right") - 1
+    if search_groups is not None:
+        # A window this long (a bus busy for long) is searched in pieces, cut where the time
+        # between two accesses is longest (least likely inside one routine).
         windows = []
-        for idx in members:
-            if int(accepted[idx].sum()) > MAX_WINDOW:
-                # a window this long (a bus busy for long): search its time-only groups instead
-                cut = np.flatnonzero(np.diff(tgroup[idx]) != 0) + 1
-                windows += np.split(idx, cut)
-            else:
+        todo = list(members)
+        while todo:
+            idx = todo.pop()
+            if idx.size <= MAX_WINDOW:
                 windows.append(idx)
-        members = windows
+                continue
+            k = int(np.argmax(starts[idx[1:]] - ends[idx[:-1]])) + 1
+            todo += [idx[:k], idx[k:]]
+        members = sorted(windows, key=lambda w: int(w[0]))
     parts: list[tuple[np.ndarray, bool]] = []
     for idx in members:
         label = np.zeros(idx.size, np.int64)        # 0 = other, k > 0 = k-th instance found
@@ -636,7 +650,7 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         n_inst = 0
         while True:
             hit = _best_instance(idx, free, keys_all, sig, starts, ends, min_pace,
-                                 max_idle=prompt_gap_ps,
+                                 max_idle=prompt_gap_ps, step_idle=step_idle,
                                  busy_at=busy.at if busy is not None else None)
             if hit is None:
                 break
