@@ -295,6 +295,8 @@ class _PC:
         self.mem = bus.cfg.host.memory_base
         self.pcix = bus.cfg.kind == "pcix"
         self.csr_clocks: dict = {}      # CSR access shape -> its length in clocks
+        self.read_clocks: dict = {}     # DMA read burst shape -> its length
+        self.write_clocks: dict = {}    # DMA write burst shape -> its length
 
 
 class Draws:
@@ -405,48 +407,44 @@ class Model:
         kw.setdefault("pc", pc.name)
         return Txn(**kw)
 
-    def _csr(self, pc: _PC, write: bool, offset: int, value: int, log: list):
-        """One PIO access by the CPU to the NIC's BAR, with the NIC's STOP# retries."""
-        cfg = pc.bus.cfg
-        nic, host = cfg.nic, cfg.host
-        pcix = cfg.kind == "pcix"
-        if write:
-            cmd = "mem_write"
-        else:
-            cmd = "mem_read_dword" if pcix else "mem_read"
-        addr = nic.bar + offset
-        data = int(value).to_bytes(4, "little")
-        purpose = "csr_write" if write else "csr_read"
+    def _csr_group(self, pc: _PC, reads: int, writes: int, read_regs, write_regs, log: list):
+        """Reads first (the driver looks at the NIC's state), then the writes: PIO accesses by
+        the CPU to the NIC's BAR, each after the NIC's STOP# retries."""
+        bus = pc.bus
+        nic, host = bus.cfg.nic, bus.cfg.host
+        pcix = pc.pcix
         devsel = DEVSEL_CLOCKS[nic.devsel]
         bc = 4 if pcix else -1
+        gap, retry_gap = host.csr_gap_clocks * bus.period, host.retry_gap_clocks * bus.period
         # A PC's CSR accesses come in a handful of shapes: their lengths are remembered by what
         # the bus length depends on (the length function reads ten fields per call).
         memo = pc.csr_clocks
-        key = (write, addr & 3, addr >= 1 << 32)
-        for _ in range(nic.csr_retries):
-            # (positional, in the field order the Txn docstring lists)
-            t = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pc.pcix, -1, -1, bc,
-                    -1, pc.name)
-            t.clocks = memo.get(key + (True,)) or memo.setdefault(key + (True,), pc.bus.length(t))
-            t = yield ("txn", pc.bus, t)
-            log.append(t)
-            yield ("sleep", host.retry_gap_clocks * pc.bus.period)
-        t = Txn("host", purpose, cmd, addr, 4, "normal", devsel, nic.csr_write_waits if write else nic.csr_read_waits,
-                0, 32, not write, pc.pcix, -1, -1, bc, -1, pc.name, data)
-        t.clocks = memo.get(key) or memo.setdefault(key, pc.bus.length(t))
-        t = yield ("txn", pc.bus, t)
-        log.append(t)
-
-    def _csr_group(self, pc: _PC, reads: int, writes: int, read_regs, write_regs, log: list):
-        """Reads first (the driver looks at the NIC's state), then the writes."""
-        host = pc.bus.cfg.host
-        seq = [(False, read_regs[i % len(read_regs)]) for i in range(reads)]
-        seq += [(True, write_regs[i % len(write_regs)]) for i in range(writes)]
-        for i, (write, reg) in enumerate(seq):
+        for i in range(reads + writes):
+            write = i >= reads
             if i:
-                yield ("sleep", self.clocks(pc, host.csr_gap_clocks))
-            value = (pc.tx_count % RING) if write else self.rng.uint32()
-            yield from self._csr(pc, write, reg, value, log)
+                yield ("sleep", gap)
+            if write:
+                addr = nic.bar + write_regs[(i - reads) % len(write_regs)]
+                value = pc.tx_count % RING
+                cmd, purpose, waits = "mem_write", "csr_write", nic.csr_write_waits
+            else:
+                addr = nic.bar + read_regs[i % len(read_regs)]
+                value = self.rng.uint32()
+                cmd, purpose, waits = ("mem_read_dword" if pcix else "mem_read"), "csr_read", nic.csr_read_waits
+            key = (write, addr & 3, addr >= 1 << 32)
+            for _ in range(nic.csr_retries):
+                # (positional, in the field order the Txn docstring lists)
+                t = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pcix, -1, -1, bc,
+                        -1, pc.name)
+                t.clocks = memo.get(key + (True,)) or memo.setdefault(key + (True,), bus.length(t))
+                t = yield ("txn", bus, t)
+                log.append(t)
+                yield ("sleep", retry_gap)
+            t = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc, -1,
+                    pc.name, value.to_bytes(4, "little"))
+            t.clocks = memo.get(key) or memo.setdefault(key, bus.length(t))
+            t = yield ("txn", bus, t)
+            log.append(t)
 
     def _dma_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
         """NIC bus-master read of ``payload`` from host memory at ``addr``."""
@@ -456,6 +454,8 @@ class Model:
         if cfg.kind == "pcix":
             yield from self._pcix_read(pc, addr, payload, purpose, seq, log)
             return
+        memo = pc.read_clocks
+        gap = nic.dma_gap_clocks * pc.bus.period
         while pos < n:
             a = addr + pos
             want = n - pos
@@ -476,11 +476,14 @@ class Model:
                     waits = 20          # a violation: more than 16 clocks to the first data phase
             t = Txn("nic", purpose, cmd, a, take, term, 1, waits, host.read_waits_every, cfg.width if take > 4 else 32,
                     True, pc.pcix, -1, -1, -1, seq, pc.name, payload, pos)
+            # lengths remembered per burst shape, as for CSR accesses (the rest is fixed per PC)
+            key = (cmd, take, term, waits, a & 7, a >= 1 << 32)
+            t.clocks = memo.get(key) or memo.setdefault(key, pc.bus.length(t))
             t = yield ("txn", pc.bus, t)
             log.append(t)
             pos += take
             if pos < n:
-                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+                yield ("sleep", gap)
 
     def _pcix_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
         """PCI-X: Memory Read Block requests of at most MMRBC, each answered by a split
@@ -542,6 +545,8 @@ class Model:
         host, nic = cfg.host, cfg.nic
         pcix = cfg.kind == "pcix"
         pos, n = 0, len(payload)
+        memo = pc.write_clocks
+        gap = nic.dma_gap_clocks * pc.bus.period
         while pos < n:
             a = addr + pos
             take, term = n - pos, "normal"
@@ -565,11 +570,13 @@ class Model:
                     min(n - pos, 4096 - (pos % 4096)) if pcix else -1, seq, pc.name, payload, pos)
             if pcix:
                 pc.tag = (pc.tag + 1) % 32
+            key = (cmd, take, term, a & 7, a >= 1 << 32)
+            t.clocks = memo.get(key) or memo.setdefault(key, pc.bus.length(t))
             t = yield ("txn", pc.bus, t)
             log.append(t)
             pos += take
             if pos < n:
-                yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
+                yield ("sleep", gap)
 
     # -- frames ----------------------------------------------------------------------
     def frame_payload(self, seq: int, user_bytes: int, src: str) -> bytes:
