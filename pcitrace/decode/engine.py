@@ -143,6 +143,10 @@ _CLASSES = {
 }
 
 
+# The same classes as look-up tables over the 32 codes: one gather per run array.
+_CLASS_LUT = {name: f(np.arange(32, dtype=np.uint8)) for name, f in _CLASSES.items()}
+
+
 class _Runs:
     """The clocks as runs of one control code: counts and "first clock of a class at or after
     x" are answered from per-run prefix sums, so the cost follows the bus activity, not the
@@ -168,7 +172,7 @@ class _Runs:
         """Per run (plus a False at R): is the run's code of the class."""
         if name not in self._on:
             on = np.zeros(self.R + 1, bool)
-            on[:-1] = _CLASSES[name](self.rc)
+            np.take(_CLASS_LUT[name], self.rc, out=on[:-1])
             self._on[name] = on
         return self._on[name]
 
@@ -176,7 +180,7 @@ class _Runs:
         """Clocks of the class before each run (int32: a chunk holds far fewer than 2**31)."""
         if name not in self._cum:
             c = np.zeros(self.R + 1, self.idt)
-            np.cumsum(np.where(self.on(name)[:-1], self.rl, 0), out=c[1:])
+            np.cumsum(self.rl * self.on(name)[:-1], dtype=self.idt, out=c[1:])
             self._cum[name] = c
         return self._cum[name]
 
@@ -264,9 +268,10 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         return np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), findings.array(), empty
 
     # 5-bit control code per clock (levels are 0/1; asserted = 0)
+    # (numpy vectorises uint8 multiply-add; uint8 shifts run several times slower)
     code = buf["frame_n"].astype(np.uint8, copy=True)
-    for name, shift in (("irdy_n", 1), ("trdy_n", 2), ("stop_n", 3), ("devsel_n", 4)):
-        code |= buf[name].astype(np.uint8, copy=False) << np.uint8(shift)
+    for name, weight in (("irdy_n", _I), ("trdy_n", _T), ("stop_n", _S), ("devsel_n", _D)):
+        code += buf[name].astype(np.uint8, copy=False) * np.uint8(weight)
     code ^= np.uint8(31)
     has_ad, has_cbe = "ad" in buf, "cbe_n" in buf
     ad = buf.get("ad")
@@ -382,10 +387,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     # Data clocks: lo..e of each decoded transaction. A transaction spans whole runs from
     # its address phase to its closing bound, so this is decided run by run and spread to
     # clocks once; only the header clocks s..H (at most three) are then taken out.
-    bd = np.zeros(R + 1, np.int32)
-    bd[start_r[:nproc]] += 1          # each index list is free of repeats
-    bd[rj] -= 1
-    in_txn = np.cumsum(bd[:-1]) > 0
+    busy_run = _spans(R, start_r, rj_all)         # runs inside any transaction
+    in_txn = busy_run & (rs < limit)              # ... inside one decoded in this call
     hdr_clk = [s] + [(s + i)[H >= s + i] for i in (1, 2)]
 
     def spread(run_mask: np.ndarray) -> np.ndarray:
@@ -580,10 +583,6 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     # IRDY# outside any transaction, once per run of such clocks; not in the partial
     # transaction the capture began in (clocks before its first idle clock or address phase).
     # Transactions span whole runs, so this is decided run by run.
-    bdelta = np.zeros(R + 1, np.int32)
-    bdelta[start_r] += 1          # each index list is free of repeats
-    bdelta[rj_all] -= 1
-    busy_run = np.cumsum(bdelta[:-1]) > 0
     if p0 == 1:
         busy_run[0] |= ctx_busy
     lead_end = p0
@@ -627,6 +626,17 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
                     ctx, leading, last_orphan, c0_busy, rec_base + len(s), word_base_next,
                     open=limit < n)
     return rec, words, findings.array(), new
+
+
+def _spans(R: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per run: inside one of the spans [a[i], b[i]) (sorted, disjoint, none empty)."""
+    edges = np.empty(2 * len(a) + 2, np.int64)
+    edges[0], edges[-1] = 0, R
+    edges[1:-1:2] = a
+    edges[2:-1:2] = b
+    inside = np.zeros(len(edges) - 1, bool)
+    inside[1::2] = True
+    return np.repeat(inside, np.diff(edges))
 
 
 def _parity_findings(findings, hdr, wbad32, wbad64, s, sec, at, w_idx, w_txn, excl, times, where_txt):
