@@ -1,0 +1,128 @@
+"""Telling the driver's send routine from an interrupt service routine running alongside it
+(pcitrace.analyse.packets: _best_instance, send_routines), by hand and on simulated buses
+beyond the bundled samples, against the simulator's truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pcitrace.analyse import analyse
+from pcitrace.analyse import packets as pk
+from pcitrace.decode import decode_capture
+from pcitrace.sim.scenario import scenario_from_dict, simulate
+
+from .truth import compare
+
+US = 1_000_000          # ps
+
+
+def _pick(accesses, sig, min_pace_ns):
+    """Run _best_instance on (start us, end us, key) rows; returns the chosen row numbers."""
+    starts = np.array([round(a[0] * US) for a in accesses], np.int64)
+    ends = np.array([round(a[1] * US) for a in accesses], np.int64)
+    keys = [a[2] for a in accesses]
+    idx = np.arange(len(accesses))
+    got = pk._best_instance(idx, list(idx), keys, sig, starts, ends, min_pace_ns * 1000.0)
+    return sorted(got)
+
+
+# Register keys as the analyser sees them with AD: (command, BAR offset)
+R8, R3810, RC0 = ("mem_read", 0x8), ("mem_read", 0x3810), ("mem_read", 0xC0)
+W3818, W3810, WD0 = ("mem_write", 0x3818), ("mem_write", 0x3810), ("mem_write", 0xD0)
+WD8, W2818 = ("mem_write", 0xD8), ("mem_write", 0x2818)
+SEND = [R8, R3810, W3818, W3810, WD0]
+
+
+def test_interleaved_routines_take_turns_isr_first():
+    # 33 MHz bus saturated by frame DMA (pro1000_33mhz, packet 5): the interrupt routine reads
+    # STATUS and TDH just like the send does, one access before it each time. Both ways to give
+    # the send its reads keep the CPU's pace; only one lets the routines alternate, as two CPUs
+    # with one register access outstanding each do through one host bridge.
+    rows = [(56.415, 56.625, RC0), (57.345, 57.555, R8), (57.615, 57.825, R8),
+            (58.545, 58.755, R3810), (58.815, 59.025, R3810), (59.385, 59.445, WD8),
+            (59.505, 59.565, W3818), (59.805, 59.865, W2818), (59.925, 59.985, W3810),
+            (60.345, 60.405, WD0)]
+    assert _pick(rows, SEND, 300) == [2, 4, 6, 8, 9]
+
+
+def test_interleaved_routines_take_turns_send_first():
+    # The same bus shape with the send one access ahead (packet 6): the writes, which differ,
+    # show who goes first in each turn.
+    rows = [(67.995, 68.205, RC0), (68.925, 69.135, R8), (69.195, 69.405, R8),
+            (70.125, 70.335, R3810), (70.395, 70.605, R3810), (70.965, 71.025, W3818),
+            (71.085, 71.145, WD8), (71.385, 71.445, W3810), (71.505, 71.565, W2818),
+            (71.805, 71.865, WD0)]
+    assert _pick(rows, SEND, 300) == [1, 3, 5, 7, 9]
+
+
+def test_without_ad_routines_are_told_apart_by_shape_and_pace():
+    # No AD / C/BE# (control_only, packet 15): a read is an access the NIC answers late, a write
+    # one it takes at once. The send (read, read, write x3) and the interrupt routine (read,
+    # read, write, write) interleave; the send's accesses follow each other at the CPU's pace
+    # (315 ns from end to start), as do the interrupt routine's: no other split does that.
+    R, W = ("unknown", 0, 1, "medium", 6, 0), ("unknown", 0, 1, "medium", 1, 0)
+    rows = [(167.107, 167.213, R), (167.528, 167.632, R), (167.798, 167.903, R),
+            (167.947, 167.977, W), (168.218, 168.322, R), (168.352, 168.382, W),
+            (168.637, 168.667, W), (168.697, 168.727, W), (168.982, 169.012, W)]
+    assert _pick(rows, [R, R, W, W, W], 300) == [0, 1, 3, 5, 7]
+
+
+def test_no_candidate_faster_than_the_cpu():
+    # Accesses closer than the CPU's pace cannot be one routine's.
+    rows = [(0.0, 0.2, R8), (0.25, 0.45, R3810), (0.5, 0.55, W3818), (0.6, 0.65, W3810), (0.7, 0.75, WD0)]
+    assert pk._best_instance(np.arange(5), list(range(5)), [r[2] for r in rows], SEND,
+                             np.array([round(r[0] * US) for r in rows]),
+                             np.array([round(r[1] * US) for r in rows]), 300_000.0) is None
+
+
+def test_learn_signature_ignores_interrupt_routines_run_into_most_sends():
+    # Most of the first sends have the interrupt routine's accesses mixed in; the sequence the
+    # sends that ran alone share is the routine.
+    isr = [RC0, R8]
+    seqs = [SEND, SEND, isr + SEND, [R8, RC0, R3810, R8, W3818, W3810, WD0], isr + SEND,
+            [RC0, R8, R8, R3810, W3818, W3810, WD0], isr + SEND, isr + SEND]
+    assert pk._learn_signature(seqs) == SEND
+
+
+def _scenario(ad, mhz, csr_gap, irq_reads, spacing, coalesce, seed, saturated):
+    host = {"csr_gap_clocks": csr_gap}
+    if saturated:
+        # the 370DLE-like bridge: reads stream, but only two cache lines per burst
+        host.update(read_initial_waits=3, read_waits_every=0, read_disconnect_bytes=128, write_initial_waits=1)
+    nic = {"irq_csr_reads": irq_reads, "coalesce_packets": coalesce[0], "coalesce_us": coalesce[1]}
+    bus = {"name": "send", "pc": "a", "kind": "pci", "width": 64, "clock_mhz": mhz, "host": host, "nic": nic}
+    if not ad:
+        # a SCSI controller sharing the bus, as in the control_only sample
+        bus["other"] = [{"rate_per_us": 0.03, "bytes": 512, "command": "mem_write", "address": 0x2A000000}]
+    return {"name": "routines", "seed": seed, "duration_us": 300, "mode": "state", "ad": ad,
+            "traffic": {"frame_bytes": 1400, "spacing_us": spacing}, "bus": [bus]}
+
+
+# (AD, MHz, CPU clocks between PIO accesses, ISR reads, spacing us, (coalesce packets, us), seed,
+# saturated bridge): interrupt routines run into the next send on most packets in all of these.
+SCENARIOS = [
+    (True, 33, 9, 2, 11.0, (1, 0.0), 2, True),       # saturated 33 MHz bus, as pro1000_33mhz
+    (True, 33, 18, 2, 9.0, (1, 0.0), 1, False),      # transmit backlog, long read bursts
+    (True, 33, 9, 2, 11.0, (3, 25.0), 2, False),     # interrupt coalescence
+    (True, 33, 9, 3, 9.0, (3, 25.0), 1, False),      # backlog and coalescence
+    (True, 66, 18, 3, 13.0, (1, 0.0), 2, True),
+    (False, 66, 18, 3, 11.0, (1, 0.0), 2, False),    # control only, as control_only
+    (False, 66, 18, 2, 9.0, (1, 0.0), 2, False),     # control only, transmit backlog
+    (False, 66, 9, 3, 9.0, (3, 25.0), 2, False),     # control only, coalescence
+    (False, 33, 18, 2, 13.0, (1, 0.0), 1, False),    # control only, 33 MHz
+]
+
+
+@pytest.mark.parametrize("params", SCENARIOS, ids=lambda p: "ad{}-{}mhz-gap{}-isr{}-{}us-coal{}x{}-s{}{}".format(
+    int(p[0]), p[1], p[2], p[3], p[4], p[5][0], p[5][1], p[6], "-sat" if p[7] else ""))
+def test_simulated_buses_equal_truth(params):
+    res = simulate(scenario_from_dict(_scenario(*params)))
+    a = analyse(decode_capture(res.capture, res.profile)).buses["send"]
+    truth = res.truth
+    assert compare(a, truth, "send", tol_ps=truth["buses"]["send"]["period_ps"]) == []
+    # ... and the routines did interleave: some send shares its time with an interrupt routine.
+    setups = a.groups[a.groups["setup"]]
+    others = a.groups[~a.groups["setup"]]
+    overlap = [(o["start_ps"] < s["end_ps"]) & (o["end_ps"] > s["start_ps"]) for s in setups for o in others]
+    assert any(overlap)
