@@ -364,10 +364,32 @@ class Draws:
         return low + (high - low) * self.random()
 
 
+class NumpyDraws:
+    """The reference for :class:`Draws`: the same calls on numpy's Generator itself (slow;
+    tests run whole simulations with both and compare)."""
+
+    def __init__(self, seed):
+        self._rng = np.random.default_rng(seed)
+
+    def uint32(self) -> int:
+        return int(self._rng.integers(0, 1 << 32))
+
+    def bytes(self, length: int) -> bytes:
+        return self._rng.bytes(length)
+
+    def random(self) -> float:
+        return float(self._rng.random())
+
+    def uniform(self, low: float, high: float) -> float:
+        return float(self._rng.uniform(low, high))
+
+
 class Model:
+    draws = Draws               # the random draws' source (NumpyDraws: the reference)
+
     def __init__(self, sc: Scenario, length: Callable[[Txn], int] = default_length):
         self.sc = sc
-        self.rng = Draws(sc.seed)
+        self.rng = self.draws(sc.seed)
         self.eng = Engine()
         self.duration_ps = int(round(sc.duration_us * 1e6))
         by_pc = {b.pc: b for b in sc.buses}
