@@ -195,14 +195,11 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     groups = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=data_dma,
                            split_factor=0.0 if have_ad else o.csr_split_factor)
     # The send routine is found by its register accesses in windows of accesses less than
-    # csr_gap of bus idle time apart; what it leaves stays grouped by time alone.
-    no_breaks = np.zeros(len(records), bool)
-    plain = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=no_breaks, split_factor=0.0)
-    windows = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=no_breaks, split_factor=0.0,
-                            busy=busy)
+    # csr_gap of bus idle time apart; what it leaves is grouped again by time.
+    windows = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=np.zeros(len(records), bool),
+                            split_factor=0.0, busy=busy)
     packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
                                  have_ad=have_ad, records=records, classes=classes, plain_groups=windows,
-                                 time_groups=plain,
                                  csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes,
                                  descriptor_gap_ps=o.descriptor_gap_clocks * T,
                                  irq_min_delay_ps=o.irq_min_delay_us * 1e6)

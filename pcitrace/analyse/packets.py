@@ -8,8 +8,10 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   window a group is also split where the idle gap exceeds ``csr_split_factor`` x the median gap between accesses
   of one group on this bus (gaps after a retried access excluded): the CPU paces one routine's
   accesses evenly, so such a pause is the next routine (an interrupt service routine running
-  into the next send's setup). With AD the send routine is found by its accesses instead. Its span (``csr_group``) runs from the first clock of
-  its first access to the end of the last busy clock of its last access (end_ps + one clock).
+  into the next send's setup). The send routine is then found by its accesses (see
+  **send routine** below), which supersedes that split wherever the routine is recognised. A
+  group's span (``csr_group``) runs from the first clock of its first access to the end of the
+  last busy clock of its last access (end_ps + one clock).
 - **DMA burst**: one NIC-initiated transaction (PCI-X: and the split completions answering it).
 - **DMA transfer**: consecutive bursts in the same direction that move one buffer. With AD: the
   next burst starts where the previous one stopped (address + bytes; a PCI-X split request
@@ -23,7 +25,12 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   time). Without C/BE# (direction
   unknown) on a transmit bus a small transfer within ``descriptor_gap`` after the last access of
   a CSR routine (the doorbell) is a descriptor fetch, on a receive bus (no such transfers) one
-  within ``descriptor_gap`` before frame data; any other is a status write-back.
+  within ``descriptor_gap`` before frame data; any other is a status write-back. Once the send
+  routine is recognised, the fetch is the first small transfer after a send's last access for
+  which the NIC waited at most ``descriptor_gap`` of bus idle time (busy clocks in between only
+  delayed its grant), even with an interrupt routine's accesses around it; where fetches and
+  write-backs differ in shape (the bridge answers a read late, posts a write at once), one of
+  the write-backs' shape is not taken for the fetch.
 - **Packet** = one data transfer; direction tx (NIC reads the frame) or rx (NIC writes it).
   Descriptor fetches go in ring order: a fetch of n descriptors (bytes / ``descriptor_bytes``)
   serves the next n packets (of the direction of the next data DMA) whose data follows it and
@@ -31,11 +38,26 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   the earliest packet whose data ended before it and that has none yet (with AD, first to the
   packet that fetched that very descriptor), since a transmit write-back may come after the
   frame left on the wire, past the next packet's DMA.
+- **Send routine**: every send runs the same register accesses before the NIC's first DMA:
+  the same registers with AD, otherwise the same shapes (data phases, DEVSEL# speed, waits: the
+  NIC answers a register read late and takes a write at once). The routine is learnt from the
+  first sends of the capture (the most common access sequence among them), and with it the
+  CPU's pace: the time from one access's end to the next one's start, and step by step the bus
+  idle time between them, in the sends that ran alone. It is looked for in every window of CSR
+  accesses less than ``csr_gap`` of bus idle time apart (an access held up behind other
+  transactions does not end a routine). An interrupt service routine may run just before the
+  send or, on another CPU, alongside it access by access; of the ways to pick the send's
+  accesses the one is taken where (1) the send goes no faster than the CPU's pace and stands
+  idle no longer than when it ran alone (it may only wait for the bus), (2) the other accesses
+  around it keep the CPU's pace too, (3) where both routines run they take turns (each CPU has
+  one register access outstanding, the host bridge serves them in order, so they alternate),
+  (4) it is the most compact. Each instance is a setup group; what is left keeps the time-only
+  grouping (send_routines, _best_instance).
 - A tx (or unknown-direction) packet's **setup group** is the last CSR group between the
-  previous packet's data and this packet's first DMA. With AD, the driver's send routine (the
-  run of register accesses that ends most setup groups) is separated from other accesses in the
-  same group (see split_setup_routines), so an interrupt service routine that ran into or
-  alongside the next send stays an interrupt group. **CSR setup** = from the start of that
+  previous packet's data and this packet's first DMA; where send routines are recognised, the
+  earliest unused one that ended before the packet's first DMA, in ring order (match_sends),
+  so an interrupt service routine that ran into or alongside the next send stays an interrupt
+  group. **CSR setup** = from the start of that
   group to the packet's first DMA (the seed papers' "CSR setup then DMA"); the group's own span
   is reported too. All other CSR groups are **interrupt groups** (the driver's work after an
   interrupt); a packet's **interrupt delay** runs from the end clock of its last DMA (status
@@ -550,23 +572,24 @@ def match_sends(routines: np.ndarray, first_dma: np.ndarray, eligible: np.ndarra
 
 def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, ok: np.ndarray,
                   first_dma: np.ndarray, *, search_groups: np.ndarray | None = None,
-                  time_groups: np.ndarray | None = None, busy: BusyTime | None = None,
-                  prompt_gap_ps: float = 2e6, have_ad: bool = True) -> np.ndarray | None:
+                  busy: BusyTime | None = None, prompt_gap_ps: float = 2e6, have_ad: bool = True) -> np.ndarray | None:
     """Find the driver's send routine by its register accesses and give each send its own.
 
     Every send runs the same register accesses before the NIC's first DMA: the same command
     and address, without AD the same shape (see _access_keys). The signature of that routine is
     learnt (_learn_signature) from the accesses leading up to the first DMA of the packets
-    ``ok``, preferring those whose last access came within ``prompt_gap_ps`` of the DMA; so is
-    the CPU's pace (the shortest end-to-start time between the accesses of a send that ran
-    alone). Every CSR group is searched for it, repeatedly (an interrupt service routine may
-    run just before, or interleaved on another CPU; two sends may share a group): of the ways
-    to pick the routine's accesses, _best_instance takes the one that keeps both routines at the
-    CPU's pace and lets them take turns. Each instance becomes a setup group of its own, the
-    remaining accesses a group of their own. ``search_groups``: the groups to search for
-    instances, if not ``groups`` (under a transmit backlog the send routine's accesses interleave
-    with data DMA, so groups split at data DMA, good for learning the signature from clean
-    sends, would cut instances apart).
+    ``ok``, preferring those whose last access came within ``prompt_gap_ps`` of the DMA, and
+    only since the previous packet's first DMA; so is the CPU's pace in the sends that ran alone
+    (the shortest end-to-start time between accesses, and per step the longest bus idle time,
+    with ``busy``). Every search group is searched for it, repeatedly (an interrupt service
+    routine may run just before, or interleaved on another CPU; two sends may share a group):
+    of the ways to pick the routine's accesses, _best_instance takes the one that keeps both
+    routines at the CPU's pace and lets them take turns. Each instance becomes a setup group of
+    its own; the remaining accesses are grouped again by time (split where one is
+    ``prompt_gap_ps``, the CSR gap, or more after the previous). ``search_groups``: the groups to search for instances, if not
+    ``groups``: groups by bus idle time (csr_groups with ``busy``), as under a transmit backlog
+    the send routine's accesses interleave with data DMA and wait behind long bursts; longer
+    than MAX_WINDOW accesses, they are searched in pieces cut at their longest time gaps.
     Returns the groups sorted by start with 'setup' marking the send routines, or None without
     a signature.
     """
@@ -626,10 +649,6 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         step_idle = (idle_steps.max(axis=0) * 1.25 + 4 * period_ps).tolist()
     if search_groups is not None:
         groups, members = search_groups, members_of(search_groups)
-    # Accesses the send routine does not claim stay together as the time-only grouping has them.
-    tgroup = np.zeros(len(records), np.int64)
-    if time_groups is not None and time_groups.size:
-        tgroup[csr_idx] = np.searchsorted(time_groups["first_record"], csr_idx, side="right") - 1
     if search_groups is not None:
         # A window this long (a bus busy for long) is searched in pieces, cut where the time
         # between two accesses is longest (least likely inside one routine).
@@ -667,7 +686,9 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
                 label[pos] = pending.get(key, 0)
         rest = idx[label == 0]
         if rest.size:
-            cut = np.flatnonzero(np.diff(tgroup[rest]) != 0) + 1
+            # what the send routine leaves is grouped again by time: an interrupt routine
+            # before the send and the next one after it are two
+            cut = np.flatnonzero(starts[rest[1:]] - ends[rest[:-1]] >= prompt_gap_ps) + 1
             parts += [(part, False) for part in np.split(rest, cut)]
         for k in range(n_inst, 0, -1):
             parts.append((idx[label == k], True))
@@ -690,7 +711,6 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
 def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period_ps: float,
             bus_width: int, have_ad: bool = False, records: np.ndarray | None = None,
             classes: np.ndarray | None = None, plain_groups: np.ndarray | None = None,
-            time_groups: np.ndarray | None = None,
             csr_gap_ps: float = 2e6, descriptor_bytes: int = 16,
             descriptor_gap_ps: float = 0.0, irq_min_delay_ps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(packets, groups): one row per data transfer; assigns transfers['packet'] and the groups'
@@ -743,15 +763,35 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
                     # between only delayed its grant. An interrupt service routine may go on
                     # around it.
                     routines = send_routines(groups, records, classes, np.ones(P, bool), ds,
-                                             search_groups=plain_groups, time_groups=time_groups,
+                                             search_groups=plain_groups,
                                              busy=busy, prompt_gap_ps=csr_gap_ps, have_ad=have_ad)
                     if routines is not None:
                         doorbell = np.sort(routines["end_ps"][routines["setup"]] + period_ps)
                         k = np.searchsorted(doorbell, ts, side="right") - 1
                         since = doorbell[np.maximum(k, 0)]
                         idle = ts - since - busy.between(since, ts)
-                        fetch = (k >= 0) & (idle <= descriptor_gap_ps)
-                        fetch &= np.r_[True, k[1:] != k[:-1]]
+
+                        def first_after(allowed):
+                            sel = np.flatnonzero(allowed)
+                            ks = k[sel]
+                            first = np.r_[True, ks[1:] != ks[:-1]] if sel.size else np.zeros(0, bool)
+                            out = np.zeros(unk.size, bool)
+                            out[sel[first & (ks >= 0) & (idle[sel] <= descriptor_gap_ps)]] = True
+                            return out
+
+                        fetch = first_after(np.ones(unk.size, bool))
+                        # A fetch is a read the bridge answers from memory late, a write-back a
+                        # write it posts at once: where the two shapes differ (waits, data
+                        # phases), a transfer of the write-backs' shape is not the fetch, even
+                        # right after a doorbell.
+                        rec = records[np.searchsorted(records["start_ps"], ts)]
+                        shape = rec["target_waits"].astype(np.int64) * 4096 + rec["data_phases"]
+                        if fetch.any() and (~fetch).any():
+                            f_vals, f_n = np.unique(shape[fetch], return_counts=True)
+                            s_vals, s_n = np.unique(shape[~fetch], return_counts=True)
+                            f_shape, s_shape = f_vals[np.argmax(f_n)], s_vals[np.argmax(s_n)]
+                            if f_shape != s_shape:
+                                fetch = first_after(shape != s_shape)
                         transfers["kind"][unk] = np.where(fetch, DESCRIPTOR, STATUS)
             else:
                 # No doorbells followed by a fetch: a receive bus. Its CSR groups are the
@@ -807,7 +847,7 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
         g, ok = setup_groups(groups)
         if routines is None and records is not None and plain_groups is not None:
             routines = send_routines(groups, records, classes, can_send, first, search_groups=plain_groups,
-                                     time_groups=time_groups, busy=busy, prompt_gap_ps=csr_gap_ps,
+                                     busy=busy, prompt_gap_ps=csr_gap_ps,
                                      have_ad=have_ad)
         if routines is not None:
             groups = routines
