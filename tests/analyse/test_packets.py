@@ -111,6 +111,12 @@ SCENARIOS = [
     (False, 66, 18, 2, 9.0, (1, 0.0), 2, False),     # control only, transmit backlog
     (False, 66, 9, 3, 9.0, (3, 25.0), 2, False),     # control only, coalescence
     (False, 33, 18, 2, 13.0, (1, 0.0), 1, False),    # control only, 33 MHz
+    # a status write-back lands right after the doorbell, the fetch comes 1.2 us later: without
+    # C/BE# only its shape (a posted write) says it is not the fetch
+    (False, 66, 18, 3, 11.0, (1, 0.0), 3, False),
+    # long bursts hold the interrupt routine's accesses more than csr_gap apart; the routine
+    # before a send and the one after it must not merge into one interrupt group
+    (False, 33, 18, 2, 13.0, (1, 0.0), 5, False),
 ]
 
 
