@@ -461,13 +461,15 @@ MAX_WINDOW = 32              # accesses searched for send routines at once
 
 def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, starts: np.ndarray,
                    ends: np.ndarray, min_pace: float, max_idle: float = 2e6,
-                   busy_at=None, step_idle: list[float] | None = None) -> list[int] | None:
+                   busy_before: tuple[np.ndarray, np.ndarray] | None = None,
+                   step_idle: list[float] | None = None) -> list[int] | None:
     """Positions (into ``idx``) of the send routine's accesses among ``free``, or None.
 
     Every way to pick the routine's accesses in order (a subsequence of ``free`` with the
     signature's keys) is a candidate, unless two of its accesses follow closer than the CPU's
     pace (``min_pace``, ps from end to next start) or further apart than ``max_idle`` ps of bus
-    idle time (``busy_at(t)``: busy ps before t; ``step_idle[j]``: the limit between the routine's
+    idle time (``busy_before``: per record, busy ps before its start and before its end;
+    ``step_idle[j]``: the limit between the routine's
     j-th and next access, if known). Of the candidates the one is taken that
     1. leaves the other accesses around it (the interrupt service routine) at the CPU's pace too;
     2. lets the two routines take turns where they overlap: each CPU has one register access
@@ -481,9 +483,10 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     fkeys = [keys[idx[p]] for p in free]
     fs = [int(starts[idx[p]]) for p in free]
     fe = [int(ends[idx[p]]) for p in free]
-    if busy_at is not None:
-        bs = busy_at(np.array(fs, np.float64)).tolist()
-        be = busy_at(np.array(fe, np.float64)).tolist()
+    if busy_before is not None:
+        rows = idx[free]
+        bs = busy_before[0][rows].tolist()
+        be = busy_before[1][rows].tolist()
     else:
         bs = be = [0.0] * len(free)
     cands: list[list[int]] = []
@@ -662,6 +665,11 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
             k = int(np.argmax(starts[idx[1:]] - ends[idx[:-1]])) + 1
             todo += [idx[:k], idx[k:]]
         members = sorted(windows, key=lambda w: int(w[0]))
+    busy_before = None
+    if busy is not None:
+        busy_before = (np.zeros(len(records)), np.zeros(len(records)))
+        busy_before[0][csr_idx] = busy.at(starts[csr_idx])
+        busy_before[1][csr_idx] = busy.at(ends[csr_idx])
     parts: list[tuple[np.ndarray, bool]] = []
     for idx in members:
         label = np.zeros(idx.size, np.int64)        # 0 = other, k > 0 = k-th instance found
@@ -670,7 +678,7 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         while True:
             hit = _best_instance(idx, free, keys_all, sig, starts, ends, min_pace,
                                  max_idle=prompt_gap_ps, step_idle=step_idle,
-                                 busy_at=busy.at if busy is not None else None)
+                                 busy_before=busy_before)
             if hit is None:
                 break
             n_inst += 1
