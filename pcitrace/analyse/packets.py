@@ -544,18 +544,6 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     return [free[q] for q in best]
 
 
-def split_setup_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, g: np.ndarray,
-                         ok: np.ndarray, first_dma: np.ndarray, eligible: np.ndarray,
-                         search_groups: np.ndarray | None = None,
-                         prompt_gap_ps: float = 2e6, have_ad: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
-    """send_routines then match_sends: (groups, setup group per packet or -1), or None."""
-    out = send_routines(groups, records, classes, ok, first_dma, search_groups=search_groups,
-                        prompt_gap_ps=prompt_gap_ps, have_ad=have_ad)
-    if out is None:
-        return None
-    return out, match_sends(out, first_dma, eligible)
-
-
 def match_sends(routines: np.ndarray, first_dma: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     """Setup group (index into ``routines``) per packet, -1 none.
 
@@ -722,7 +710,7 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
             csr_gap_ps: float = 2e6, descriptor_bytes: int = 16,
             descriptor_gap_ps: float = 0.0, irq_min_delay_ps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(packets, groups): one row per data transfer; assigns transfers['packet'] and the groups'
-    'setup' / 'packets' (groups may be split, see split_setup_routines, so they are returned)."""
+    'setup' / 'packets' (groups may be split, see send_routines, so they are returned)."""
     data_idx = np.flatnonzero(transfers["kind"] == DATA)
     p = np.zeros(data_idx.size, PACKET_DTYPE)
     if data_idx.size == 0:
