@@ -200,8 +200,24 @@ class _Runs:
     def upto(self, name: str, p):
         """Clocks of the class in [0, x) for the position p = at(x, run of x)."""
         rx, off = p
-        c = self.cum(name)[rx]
+        pos = self.positions(name)
+        if len(pos) * 16 < self.R:
+            # a sparse class (STOP# clocks, say): prefix sums over its own runs only and a
+            # binary search per query, instead of a pass over every run
+            if name not in self._cum:
+                c = np.zeros(len(pos), np.int64)
+                np.cumsum(self.rl[pos[:-1]], out=c[1:])
+                self._cum[name] = c
+            c = self._cum[name][np.searchsorted(pos, rx)] if len(pos) > 1 else np.zeros(np.shape(rx), np.int64)
+        else:
+            c = self.cum(name)[rx]
         return c if off is None else c + off * self.on(name)[rx]
+
+    def positions(self, name: str) -> np.ndarray:
+        """The runs of the class, then R."""
+        if name not in self._pos:
+            self._pos[name] = np.append(np.flatnonzero(self.on(name)[:-1]), self.R)
+        return self._pos[name]
 
     def count(self, name: str, a, b):
         """Clocks of the class in [a, b) (0 when empty); a, b positions from at()."""
@@ -218,9 +234,7 @@ class _Runs:
                 self._nxt[name] = np.append(np.minimum.accumulate(idx[::-1])[::-1], self.R)
             nxt = self._nxt[name][np.minimum(rx + 1, self.R)]
         else:
-            if name not in self._pos:
-                self._pos[name] = np.append(np.flatnonzero(on[:-1]), self.R)
-            pos = self._pos[name]
+            pos = self.positions(name)
             nxt = pos[np.minimum(np.searchsorted(pos, rx + 1), len(pos) - 1)]
         r = np.where(here, rx, nxt)
         return np.where(here, x, self.rs_ext[r]), r
@@ -535,6 +549,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     lim, rlim = (upto_d, rupto_d) if pcix else (j, rj)
     for kind, lut, b1, rb1, what in (("trdy_without_devsel", "tnd", lim, rlim, "TRDY#"),
                                      ("stop_without_devsel", "snd", upto_d, rupto_d, "STOP#")):
+        if not runs.on(lut)[:-1].any():             # the usual case: no such clock at all
+            continue
         cnt = runs.count(lut, Plo, runs.at(b1, rb1))
         t = np.flatnonzero(cnt > 0)
         x, _ = runs.first(lut, lo[t], rlo[t])
@@ -555,10 +571,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         findings.add(times[x], "byte_enables_changed_in_wait",
                      [f"C/BE# changed from {int(cbe[i - 1] & bmask):X} to {int(cbe[i] & bmask):X} "
                       f"during a wait state of {w}" for i, w in zip(x, where_txt(t))])
-    long_ = np.flatnonzero(e - s > facts.MAX_INITIAL_LATENCY)
-    fdp = np.full(len(s), n, np.int64)
-    if len(long_):
-        fdp[long_] = runs.first("dp", lo[long_], rlo[long_])[0]
+    fdp = np.full(len(s), n, np.int64)            # first data phase: the first word's clock
+    fdp[has_words] = w_idx[first_word]
     late = (fdp <= e) & (fdp - s > facts.MAX_INITIAL_LATENCY)
     findings.add(times[fdp[late]], "initial_latency",
                  [f"first data phase {int(fdp[i] - s[i])} clocks after the address phase of {w}"
