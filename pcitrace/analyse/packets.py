@@ -599,7 +599,7 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         return [csr_idx[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
 
     members = members_of(groups)
-    # Learn from the accesses leading up to each send's first DMA, in the time-only group that
+    # Learn from the accesses leading up to each send's first DMA, in the search group that
     # holds the last of them; prefer sends the NIC acted on at once (no transmit backlog).
     learn_groups = search_groups if search_groups is not None else groups
     learn_members = members_of(learn_groups) if search_groups is not None else members
@@ -614,7 +614,9 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         return None
     holder = np.searchsorted(learn_groups["first_record"], lasts, side="right") - 1
     # ... since the previous packet's first DMA (a window may hold several sends).
-    since = dict(zip(last[use].tolist(), np.r_[-np.inf, first_dma[:-1]][use].tolist()))
+    since: dict = {}
+    for lr, t in zip(last[use].tolist(), np.r_[-np.inf, first_dma[:-1]][use].tolist()):
+        since[lr] = min(since.get(lr, np.inf), t)
     learn_recs = [[r for r in learn_members[h] if accepted[r] and r <= lr and records["start_ps"][r] > since[lr]]
                   for h, lr in zip(holder, lasts)]
     learn = [[keys_all[r] for r in recs] for recs in learn_recs]
@@ -640,7 +642,6 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         step_idle = (idle_steps.max(axis=0) * 1.25 + 4 * period_ps).tolist()
     if search_groups is not None:
         groups, members = search_groups, members_of(search_groups)
-    if search_groups is not None:
         # A window this long (a bus busy for long) is searched in pieces, cut where the time
         # between two accesses is longest (least likely inside one routine).
         windows = []
