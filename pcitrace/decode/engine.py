@@ -157,12 +157,16 @@ class _Runs:
         chg = code[1:] != code[:-1]
         if p0 == 1 and n > 1:
             chg[0] = True               # the context clock is a run of its own
-        self.rs = np.concatenate(([0], np.flatnonzero(chg) + 1))
+        cut = np.flatnonzero(chg)
+        self.rs_ext = np.empty(len(cut) + 2, np.int64)      # run starts, then [R] = n
+        self.rs_ext[0], self.rs_ext[-1] = 0, n
+        np.add(cut, 1, out=self.rs_ext[1:-1])
+        self.rs = self.rs_ext[:-1]
         self.rc = code[self.rs]
         self.n, self.R = n, len(self.rs)
-        self.rs_ext = np.append(self.rs, n)          # [R] = n
         self.idt = np.int32 if n < 2**31 - 1 else np.int64
-        self.rl = np.diff(self.rs_ext).astype(self.idt)
+        self.rl = np.empty(self.R, self.idt)
+        np.subtract(self.rs_ext[1:], self.rs, out=self.rl, casting="unsafe")
         self._on: dict[str, np.ndarray] = {}
         self._cum: dict[str, np.ndarray] = {}
         self._nxt: dict[str, np.ndarray] = {}
