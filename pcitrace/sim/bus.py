@@ -169,12 +169,47 @@ class TxnSpec:
         return DEVSEL_ALIASES.get(d, d)
 
 
+class RecordColumns:
+    """A bus's records column by column, without the RECORD_DTYPE rows (452 bytes each): field ->
+    one array or one value for every record; a field never set is zero, as in a zeroed record
+    array. ``rec[field] = value`` and ``rec[field]`` work as on the record array."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.columns: dict[str, object] = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __setitem__(self, field: str, value) -> None:
+        RECORD_DTYPE[field]          # (an unknown field fails here, as on the array)
+        self.columns[field] = value
+
+    def __getitem__(self, field: str) -> np.ndarray:
+        v = self.columns.get(field, 0)
+        if isinstance(v, np.ndarray) and len(v) == self.n:
+            return v
+        out = np.empty(self.n, RECORD_DTYPE[field])
+        out[...] = v
+        return out
+
+    def write_into(self, records: np.ndarray, rows: np.ndarray) -> None:
+        """Fill ``records[rows]`` (a zeroed RECORD_DTYPE array) with these records."""
+        for field, v in self.columns.items():
+            records[field][rows] = v
+
+    def to_array(self) -> np.ndarray:
+        out = np.zeros(self.n, RECORD_DTYPE)
+        self.write_into(out, np.arange(self.n))
+        return out
+
+
 @dataclasses.dataclass
 class RenderedBus:
     """Per-clock signal levels of one bus plus the truth about them."""
 
     signals: dict[str, np.ndarray]   # canonical name -> per-clock array (levels; ad/cbe_n vectors)
-    records: np.ndarray              # RECORD_DTYPE
+    records: np.ndarray              # RECORD_DTYPE (a lean rendering: RecordColumns)
     words: np.ndarray                # WORD_DTYPE
     findings: np.ndarray             # FINDING_DTYPE
     clock_hz: float
@@ -575,8 +610,9 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     loop - or :func:`pcitrace.sim.specs.render_txns`, straight from the model - collected.
     ``t_P`` and ``t_start`` may be numpy arrays; the header tables ``h_ad`` / ``h_cbe`` start with
     the entry of the bus before anything (0 / 0xFF). ``lean``: what a capture needs only - no
-    words table (``words`` is empty) and REQ#/GNT# only of ``gnt_master`` (no ``req_n:NAME`` /
-    ``gnt_n:NAME`` lines): at tens of millions of clocks the rest is hundreds of MB."""
+    words table (``words`` is empty), REQ#/GNT# only of ``gnt_master`` (no ``req_n:NAME`` /
+    ``gnt_n:NAME`` lines), and the records as :class:`RecordColumns` (the caller writes them
+    into its merged record array): at tens of millions of clocks the rest is hundreds of MB."""
     pcix = mode == "pcix"
     table = command_table(mode)
     names = {c: table[c][0] for c in range(16)}
@@ -774,7 +810,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         x *= period
         return np.rint(x, out=x).astype(i64)
 
-    rec = np.zeros(ntx, RECORD_DTYPE)
+    rec = RecordColumns(ntx) if lean else np.zeros(ntx, RECORD_DTYPE)
     rec["bus"] = bus
     if ntx:
         sh_pick = lambda attr, dt: np.array([getattr(x, attr) for x in shape_list], dt)[t_shape_a]  # noqa: E731
@@ -791,7 +827,10 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
             rec["command"] = np.array([names[c] for c in range(16)], "U24")[np.asarray(t_cmd, i64)]
             rec["dac"] = t_dac
             rec["address"] = np.array(t_addr, dtype=np.uint64)
-            rec["parity_error"][[t for _, t, _ in par_flips]] = True
+            if par_flips:
+                bad = np.zeros(ntx, bool)
+                bad[[t for _, t, _ in par_flips]] = True
+                rec["parity_error"] = bad
         else:
             rec["command"] = "unknown"
         if pcix and with_ad:

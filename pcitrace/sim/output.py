@@ -56,6 +56,7 @@ from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.profile import BusProfile, NicIdentity, Profile, save_profile
 from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE, record_to_dict
 from pcitrace.errors import PcitraceError
+from pcitrace.sim.bus import RecordColumns
 from pcitrace.sim.model import ModelResult, run_model
 from pcitrace.sim.scenario import Scenario
 from pcitrace.sim.specs import MASTER_INDEX, MASTERS, phases, render_txns, spec_clocks
@@ -358,10 +359,13 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     order = np.lexsort((np.arange(len(starts_all)), starts_all))
     inv = np.empty(len(order), np.int64)
     inv[order] = np.arange(len(order))
-    records = np.empty(len(order), RECORD_DTYPE)
+    records = np.zeros(len(order), RECORD_DTYPE)
     o = 0
     for r in rec_parts:
-        records[inv[o:o + len(r)]] = r
+        if isinstance(r, RecordColumns):
+            r.write_into(records, inv[o:o + len(r)])     # lean rendering: no record rows per bus
+        else:
+            records[inv[o:o + len(r)]] = r
         o += len(r)
     # One word per completed data phase on every bus, kept in record order after the merge:
     # a record's first word is the count of data phases before it (docs/records.md).

@@ -72,6 +72,7 @@ def test_bad_parity_phase_is_refused():
 
 @pytest.mark.parametrize("gnt_master", [0, None])
 def test_lean_render_leaves_out_only_words_and_other_masters_lines(gnt_master):
+    # (and keeps its records as columns: the same records)
     b = _model_buses("pro1000_66mhz_coalesce")[0]
     kw = dict(mode=b.cfg.kind, width=b.cfg.width, clock_hz=1e12 / b.period, bus=b.cfg.name,
               gnt_master=gnt_master, with_ad=True, tail=1, total_clocks=None)
@@ -80,5 +81,6 @@ def test_lean_render_leaves_out_only_words_and_other_masters_lines(gnt_master):
     assert set(lean.signals) == {k for k in full.signals if ":" not in k}
     for k in lean.signals:
         np.testing.assert_array_equal(lean.signals[k], full.signals[k], err_msg=k)
-    for f in ("records", "findings", "start_clock", "end_clock", "codes"):
+    np.testing.assert_array_equal(lean.records.to_array(), full.records)
+    for f in ("findings", "start_clock", "end_clock", "codes"):
         np.testing.assert_array_equal(getattr(lean, f), getattr(full, f), err_msg=f)
