@@ -109,11 +109,10 @@ class RowsItem(pg.GraphicsObject):
         v = row.lod.view(c.t0, c.t1, c.width)
         p = c.p
         if v.exact:
-            n = len(v.times)
-            if n == 0:
+            if not len(v.times):
                 return
-            xs = c.x(v.times)
-            xe = np.append(xs[1:], c.x(np.array([v.end]))[0])
+            n = len(v.times)
+            xs, xe = _value_spans(c, v)
             ylev = np.where(v.values.astype(bool), y0, y1)
             # horizontal run per value, vertical at each change
             segs = np.empty((2 * n - 1, 4))
@@ -139,11 +138,9 @@ class RowsItem(pg.GraphicsObject):
         ym = (y0 + y1) / 2
         digits = max((row.bits + 3) // 4, 1)
         if v.exact:
-            n = len(v.times)
-            if n == 0:
+            if not len(v.times):
                 return
-            xs = c.x(v.times)
-            xe = np.append(xs[1:], c.x(np.array([v.end]))[0])
+            xs, xe = _value_spans(c, v)
             slope = 2.0
             path = QtGui.QPainterPath()
             for a, b in zip(xs, xe):
@@ -430,6 +427,12 @@ class _Ctx:
 
     def x(self, t_ps: np.ndarray) -> np.ndarray:
         return self.dx0 + (np.asarray(t_ps, np.float64) - self.t0) * self.scale
+
+
+def _value_spans(c: _Ctx, v) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel x where each exact value of a level-of-detail view begins and where it ends."""
+    xs = c.x(v.times)
+    return xs, np.append(xs[1:], c.x(np.array([v.end]))[0])
 
 
 # shown only with View > All signals: they rarely matter when reading transactions
