@@ -1,6 +1,6 @@
 """Simulator throughput: generate a 10 M-clock capture and compare with the 5 M clocks/s target.
 
-    python bench/bench_sim.py [--clocks N] [--mode state|timing] [--write]
+    python bench/bench_sim.py [--clocks N] [--mode state|timing] [--write] [--reference N]
 
 The scenario is the bundled pro1000_66mhz sample (two 64-bit/66 MHz buses and the link probe,
 about one transaction per 25 bus clocks) stretched to N clocks per bus. Prints the time of each
@@ -9,6 +9,10 @@ assembly, optional .sr writing) so the slow one is visible, then clocks/s and th
 target, by wall time and by CPU time (on a shared machine the CPU time shows what an idle one
 would do), and the CPU time split into user and system (system time here is mostly the first
 touch of fresh memory pages, which this kind of VM makes expensive).
+
+``--reference N`` also times, in the same run, N clocks through the reference paths the fast ones
+are tested against (numpy's Generator for the model's draws, TxnSpec objects and ``render`` for
+the buses) and the fast paths on the same N clocks, and prints the ratio.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ def main() -> int:
     ap.add_argument("--clocks", type=float, default=10e6)
     ap.add_argument("--mode", choices=("state", "timing"), default="state")
     ap.add_argument("--write", action="store_true", help="also write the .sr file (capture layer)")
+    ap.add_argument("--reference", type=float, default=0,
+                    help="also compare with the reference paths on this many clocks (0: no)")
     args = ap.parse_args()
 
     import pcitrace.sim.output as out
@@ -87,7 +93,42 @@ def main() -> int:
     user, system = r1.user - r0.user, r1.system - r0.system
     print(f"simulate: user {user:.2f} s ({clocks / max(user, 1e-9) / 1e6:.2f} M clocks/s), "
           f"system {system:.2f} s")
+    if args.reference:
+        out.run_model, out.render_txns = real_run, real_render
+        ref, fast = reference_ratio(sc, args.reference * period / 1e6)
+        print(f"reference paths on {args.reference:,.0f} clocks: {ref:.2f} s cpu, fast paths {fast:.2f} s cpu: "
+              f"{ref / max(fast, 1e-9):.1f}x")
     return 0
+
+
+def reference_ratio(sc, duration_us: float) -> tuple[float, float]:
+    """CPU seconds of simulate() through the reference paths, then through the fast ones."""
+    import dataclasses
+
+    import pcitrace.sim.model as model
+    import pcitrace.sim.output as out
+    import pcitrace.sim.specs as specs
+    from pcitrace.sim.output import truth_json
+
+    sc = dataclasses.replace(sc, duration_us=duration_us)
+    columns = specs._render_columns
+
+    def irregular(*a, **k):
+        raise specs._Irregular
+
+    model.Model.draws, specs._render_columns = model.NumpyDraws, irregular
+    try:
+        t = time.process_time()
+        ref = out.simulate(sc)
+        t_ref = time.process_time() - t
+    finally:
+        model.Model.draws, specs._render_columns = model.Draws, columns
+    t = time.process_time()
+    fast = out.simulate(sc)
+    t_fast = time.process_time() - t
+    if truth_json(ref.truth) != truth_json(fast.truth):
+        raise SystemExit("the fast paths' truth differs from the reference paths'")
+    return t_ref, t_fast
 
 
 if __name__ == "__main__":
