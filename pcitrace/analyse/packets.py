@@ -516,6 +516,8 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     if not cands:
         return None
     n = len(free)
+    # the other routine is still running if its next access comes at the CPU's pace
+    running = max(step_idle) if step_idle else max_idle
     best, best_score = None, None
     for c in cands:
         mine = set(c)
@@ -529,12 +531,12 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
         turns = 0
         if rest:
             # Where both run: from the first other access inside the span (or the candidate's
-            # first, if the other routine was already running) to the last (or the candidate's
-            # last, if the other routine goes on).
+            # first, if the other routine was already running: its access before came at the
+            # CPU's pace) to the last (or the candidate's last, if the other routine goes on).
             lo_q, hi_q = rest[0], rest[-1]
-            if before and idle(before[0], rest[0]) <= max_idle:
+            if before and idle(before[0], rest[0]) <= running:
                 lo_q = c[0]
-            if after and idle(rest[-1], after[0]) <= max_idle:
+            if after and idle(rest[-1], after[0]) <= running:
                 hi_q = c[-1]
             seq = [q in mine for q in range(lo_q, hi_q + 1)]
             turns = sum(1 for a, b in zip(seq[:-1], seq[1:]) if a == b)
