@@ -143,8 +143,12 @@ _CLASSES = {
 }
 
 
-# The same classes as look-up tables over the 32 codes: one gather per run array.
-_CLASS_LUT = {name: f(np.arange(32, dtype=np.uint8)) for name, f in _CLASSES.items()}
+# The same classes as look-up tables over the 32 codes, plus a code 32 in no class (the
+# position R after the last run): one gather per array of runs.
+_CLASS_LUT = {name: np.append(f(np.arange(32, dtype=np.uint8)), False) for name, f in _CLASSES.items()}
+_CLASS_LUT["s"] = np.append(_cls_s(np.arange(32, dtype=np.uint8)), False)
+# classes of STOP# clocks: counted over the (few) runs with STOP# asserted
+_STOP_CLASSES = {name for name, lut in _CLASS_LUT.items() if not (lut & ~_CLASS_LUT["s"]).any()}
 
 
 class _Runs:
@@ -162,8 +166,12 @@ class _Runs:
         self.rs_ext[0], self.rs_ext[-1] = 0, n
         np.add(cut, 1, out=self.rs_ext[1:-1])
         self.rs = self.rs_ext[:-1]
-        self.rc = code[self.rs]
         self.n, self.R = n, len(self.rs)
+        self.rc_ext = np.empty(self.R + 1, np.uint8)         # codes, then 32 at R
+        np.take(code, self.rs, out=self.rc_ext[:-1])
+        self.rc_ext[-1] = 32
+        self.rc = self.rc_ext[:-1]
+        self.hist = np.bincount(self.rc, minlength=33)
         self.idt = np.int32 if n < 2**31 - 1 else np.int64
         self.rl = np.empty(self.R, self.idt)
         np.subtract(self.rs_ext[1:], self.rs, out=self.rl, casting="unsafe")
@@ -175,10 +183,16 @@ class _Runs:
     def on(self, name: str) -> np.ndarray:
         """Per run (plus a False at R): is the run's code of the class."""
         if name not in self._on:
-            on = np.zeros(self.R + 1, bool)
-            np.take(_CLASS_LUT[name], self.rc, out=on[:-1])
-            self._on[name] = on
+            self._on[name] = _CLASS_LUT[name][self.rc_ext]
         return self._on[name]
+
+    def flag(self, name: str, r) -> np.ndarray:
+        """Is run r (R allowed) of the class: for a few runs, without a pass over all."""
+        return _CLASS_LUT[name][self.rc_ext[r]]
+
+    def runs_in(self, name: str) -> int:
+        """How many runs are of the class."""
+        return int(self.hist[_CLASS_LUT[name]].sum())
 
     def cum(self, name: str) -> np.ndarray:
         """Clocks of the class before each run (int32: a chunk holds far fewer than 2**31)."""
@@ -204,18 +218,22 @@ class _Runs:
     def upto(self, name: str, p):
         """Clocks of the class in [0, x) for the position p = at(x, run of x)."""
         rx, off = p
-        pos = self.positions(name)
-        if len(pos) * 16 < self.R:
-            # a sparse class (STOP# clocks, say): prefix sums over its own runs only and a
-            # binary search per query, instead of a pass over every run
+        base = "s" if name in _STOP_CLASSES else name
+        if self.runs_in(name) == 0:
+            c = np.zeros(np.shape(rx), np.int64)
+        elif self.runs_in(base) * 16 < self.R:
+            # a sparse class (STOP# clocks, say): prefix sums over the few runs that can be of
+            # it and a binary search per query, instead of passes over every run
+            pos = self.positions(base)
             if name not in self._cum:
                 c = np.zeros(len(pos), np.int64)
-                np.cumsum(self.rl[pos[:-1]], out=c[1:])
+                b = pos[:-1]
+                np.cumsum(self.rl[b] * self.flag(name, b), out=c[1:])
                 self._cum[name] = c
-            c = self._cum[name][np.searchsorted(pos, rx)] if len(pos) > 1 else np.zeros(np.shape(rx), np.int64)
+            c = self._cum[name][np.searchsorted(pos, rx)]
         else:
             c = self.cum(name)[rx]
-        return c if off is None else c + off * self.on(name)[rx]
+        return c if off is None else c + off * self.flag(name, rx)
 
     def positions(self, name: str) -> np.ndarray:
         """The runs of the class, then R."""
@@ -230,16 +248,27 @@ class _Runs:
     def first(self, name: str, x, rx, dense: bool = False):
         """(clock, run) of the first clock >= x of the class (n, R when none). ``dense``: many
         queries (a next-run table is built once instead of searching for each)."""
-        on = self.on(name)
-        here = on[rx]
+        here = self.flag(name, rx)
         if dense:
+            on = self.on(name)
             if name not in self._nxt:
                 idx = np.where(on[:-1], np.arange(self.R), self.R)
                 self._nxt[name] = np.append(np.minimum.accumulate(idx[::-1])[::-1], self.R)
             nxt = self._nxt[name][np.minimum(rx + 1, self.R)]
+        elif self.runs_in(name) == 0:
+            nxt = np.full(np.shape(rx), self.R)
         else:
-            pos = self.positions(name)
-            nxt = pos[np.minimum(np.searchsorted(pos, rx + 1), len(pos) - 1)]
+            # usually one of the next runs (DEVSEL# a clock or two late): a search only for
+            # the rest
+            nxt = np.full(np.shape(rx), -1)
+            for step in (1, 2, 3):
+                cand = np.minimum(rx + step, self.R)
+                hit = (nxt < 0) & self.flag(name, cand)
+                nxt[hit] = cand[hit]
+            rest = np.flatnonzero(nxt < 0)
+            if len(rest):
+                pos = self.positions(name)
+                nxt[rest] = pos[np.minimum(np.searchsorted(pos, rx[rest] + 1), len(pos) - 1)]
         r = np.where(here, rx, nxt)
         return np.where(here, x, self.rs_ext[r]), r
 
@@ -553,7 +582,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     lim, rlim = (upto_d, rupto_d) if pcix else (j, rj)
     for kind, lut, b1, rb1, what in (("trdy_without_devsel", "tnd", lim, rlim, "TRDY#"),
                                      ("stop_without_devsel", "snd", upto_d, rupto_d, "STOP#")):
-        if not runs.on(lut)[:-1].any():             # the usual case: no such clock at all
+        if not runs.runs_in(lut):                    # the usual case: no such clock at all
             continue
         cnt = runs.count(lut, Plo, runs.at(b1, rb1))
         t = np.flatnonzero(cnt > 0)
