@@ -475,7 +475,9 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     2. lets the two routines take turns where they overlap: each CPU has one register access
        outstanding at a time and the host bridge serves them in order, so while both run on a
        busy bus their accesses alternate;
-    3. is the most compact (a routine runs at the CPU's pace), then the one ending last.
+    3. leaves the earlier of two interchangeable accesses to the routine already running (it
+       was waiting for the bus before the other started);
+    4. is the most compact (a routine runs at the CPU's pace), then the one ending last.
     """
     L = len(sig)
     if len(free) < L:
@@ -540,7 +542,10 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
                 hi_q = c[-1]
             seq = [q in mine for q in range(lo_q, hi_q + 1)]
             turns = sum(1 for a, b in zip(seq[:-1], seq[1:]) if a == b)
-        score = (slow, turns, hi_t - lo_t, -hi_t)
+        # A routine already running was waiting for the bus before a new one started: of two
+        # accesses nothing else tells apart, it had the earlier one (the newcomer starts late).
+        newcomer = max(lo_t, fs[rest[0]]) if rest else lo_t
+        score = (slow, turns, -newcomer, hi_t - lo_t, -hi_t)
         if best_score is None or score < best_score:
             best, best_score = c, score
     return [free[q] for q in best]
