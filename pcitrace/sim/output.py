@@ -255,11 +255,21 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
             n = b.period // p
             e0 = phase // p
             c = max(1, -(-n // 4))
-            # Sample s shows clock clip((s - c - e0) // n + 1, 0, K-1): clock j >= 1 from sample
-            # (j-1)*n + c + e0 on. Each channel is its per-clock array repeated by these counts
-            # (no per-sample index array: a 10 M-clock timing capture has 60 M samples).
-            first = np.clip(np.arange(K - 1, dtype=np.int64) * n + c + e0, 0, nsamples)
-            counts = np.diff(np.concatenate(([0], first, [nsamples])))
+            # Sample s shows clock clip((s - c - e0) // n + 1, 0, K-1): clock 0 up to sample
+            # h = c + e0, clock j >= 1 from sample h + (j-1)*n on, the last one to the end. Each
+            # channel is written straight into its per-sample array, the whole clocks as one
+            # broadcast copy (no per-sample index array, no per-clock repeat counts: a 10 M-clock
+            # timing capture has 60 M samples).
+            h = min(c + e0, nsamples)
+            body = min(max(K - 2, 0), (nsamples - h) // n)      # clocks 1..body fill n samples each
+            rest = h + body * n
+
+            def spread(v):
+                out = np.empty(nsamples, v.dtype)
+                out[:h] = v[0]
+                out[h:rest].reshape(body, n)[:] = v[1:1 + body, None]
+                out[rest:] = v[min(body + 1, K - 1)]
+                return out
             # CLK repeats with the period n: one period, tiled
             clk_period = (((np.arange(n, dtype=np.int64) - e0) % n) < n // 2).astype(np.uint8)
         for s in wanted:
@@ -273,7 +283,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                 # vector channels are uint64 in a Capture: convert per clock, before the
                 # per-sample copy, so Capture.from_arrays has nothing left to convert
                 v = v.astype(np.uint64, copy=False)
-            arrays[ch] = np.repeat(v, counts) if timing else v
+            arrays[ch] = spread(v) if timing else v
             for line, g_clock in glitches:
                 if line == s:
                     # one sample after the quarter-period change, well before the next edge
