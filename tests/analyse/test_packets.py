@@ -68,6 +68,30 @@ def test_without_ad_routines_are_told_apart_by_shape_and_pace():
     assert _pick(rows, [R, R, W, W, W], 300) == [0, 1, 3, 5, 7]
 
 
+def test_running_routine_keeps_the_earlier_access():
+    # No AD, 33 MHz (a simulated bus): frame DMA keeps the bus busy but for the idle clocks
+    # before each register access. The send has been running since 102.6 us when the interrupt
+    # routine starts; their reads at 105.2 and 105.5 us look alike, and either split keeps both
+    # routines at the CPU's pace and alternating. The send was already waiting for the bus, so
+    # it had the earlier one.
+    R, W = ("unknown", 0, 1, "medium", 6, 0), ("unknown", 0, 1, "medium", 1, 0)
+    rows = [(99.495, 99.555, W),                     # the end of an earlier routine
+            (102.645, 102.855, R), (105.195, 105.405, R), (105.465, 105.675, R),
+            (107.655, 107.715, W), (107.775, 107.985, R), (108.345, 108.405, W),
+            (108.615, 108.675, W), (109.035, 109.095, W), (109.305, 109.365, W)]
+    starts = np.array([round(r[0] * US) for r in rows], np.int64)
+    ends = np.array([round(r[1] * US) for r in rows], np.int64)
+
+    def busy_before(t):
+        return t - 99 * US - 60_000 * np.searchsorted(starts, t, side="right")
+
+    idx = np.arange(len(rows))
+    got = pk._best_instance(idx, list(idx), [r[2] for r in rows], [R, R, W, W, W], starts, ends,
+                            600_000.0, busy_before=(busy_before(starts), busy_before(ends)),
+                            step_idle=[870_000.0] * 4)
+    assert sorted(got) == [1, 2, 4, 6, 8]
+
+
 def test_no_candidate_faster_than_the_cpu():
     # Accesses closer than the CPU's pace cannot be one routine's.
     rows = [(0.0, 0.2, R8), (0.25, 0.45, R3810), (0.5, 0.55, W3818), (0.6, 0.65, W3810), (0.7, 0.75, WD0)]
