@@ -51,7 +51,8 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   idle no longer than when it ran alone (it may only wait for the bus), (2) the other accesses
   around it keep the CPU's pace too, (3) where both routines run they take turns (each CPU has
   one register access outstanding, the host bridge serves them in order, so they alternate),
-  (4) it is the most compact. Each instance is a setup group; what is left keeps the time-only
+  (4) the routine already running keeps the earlier of two interchangeable accesses, (5) it is
+  the most compact. Each instance is a setup group; what is left keeps the time-only
   grouping (send_routines, _best_instance).
 - A tx (or unknown-direction) packet's **setup group** is the last CSR group between the
   previous packet's data and this packet's first DMA; where send routines are recognised, the
