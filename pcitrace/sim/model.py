@@ -171,53 +171,51 @@ class Engine:
             q.items.append(item)
 
     def run(self, until: int):
+        """Resume the due generators in time order (ties in the order they were scheduled)
+        until nothing is due at or before ``until``."""
         self._until = until
         heap = self._heap
+        pop, push = heapq.heappop, heapq.heappush
         try:
             while heap and heap[0][0] <= until:
-                t, _, gen, value = heapq.heappop(heap)
-                self.now = t
-                self._step(gen, value)
+                now, _, gen, value = pop(heap)
+                self.now = now          # the generators read self.now: kept equal to now
+                send = gen.send
+                while True:
+                    try:
+                        cmd = send(value)
+                    except StopIteration:
+                        break
+                    op = cmd[0]
+                    if op == "txn":
+                        value = cmd[2]
+                        t = cmd[1].grant(value, now)
+                    elif op == "sleep":
+                        t = now + max(0, int(cmd[1]))
+                        value = None
+                    elif op == "until":
+                        t = max(now, int(cmd[1]))
+                        value = None
+                    elif op == "get":
+                        q = cmd[1]
+                        if q.items:
+                            value = q.items.popleft()
+                            continue
+                        q.waiters.append(gen)
+                        break
+                    else:
+                        raise ValueError(op)
+                    # Nothing else is due before (or at) t: going through the heap would pop this
+                    # very generator next, so resume it at once (ties keep their order: they go
+                    # the heap way).
+                    if t <= until and (not heap or heap[0][0] > t):
+                        now = self.now = t
+                        continue
+                    self._seq += 1
+                    push(heap, (t, self._seq, gen, value))
+                    break
         finally:
             self._until = -1
-
-    def _step(self, gen, value):
-        heap = self._heap
-        until = self._until
-        now = self.now              # the generators read self.now: kept equal to it
-        send = gen.send
-        while True:
-            try:
-                cmd = send(value)
-            except StopIteration:
-                return
-            op = cmd[0]
-            if op == "txn":
-                value = cmd[2]
-                t = cmd[1].grant(value, now)
-            elif op == "sleep":
-                t = now + max(0, int(cmd[1]))
-                value = None
-            elif op == "until":
-                t = max(now, int(cmd[1]))
-                value = None
-            elif op == "get":
-                q = cmd[1]
-                if q.items:
-                    value = q.items.popleft()
-                    continue
-                q.waiters.append(gen)
-                return
-            else:
-                raise ValueError(op)
-            # Nothing else is due before (or at) t: going through the heap would pop this very
-            # generator next, so resume it at once (ties keep their order: they go the heap way).
-            if t <= until and (not heap or heap[0][0] > t):
-                now = self.now = t
-                continue
-            self._seq += 1
-            heapq.heappush(heap, (t, self._seq, gen, value))
-            return
 
 
 class BusModel:
