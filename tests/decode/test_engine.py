@@ -357,3 +357,25 @@ def test_transaction_open_for_many_chunks():
     sig["frame_n"][0] = 1
     r3, _, _ = chunked(sig, t, list(range(1000, n, 1000)))
     assert len(r3) == 1 and r3[0]["termination"] == "truncated" and r3[0]["clocks"] == n - 1
+
+
+def test_chunk_too_long_for_packed_counts_decodes_the_same():
+    # Counts of three classes share one int64 (21 bits each) only while a chunk holds fewer
+    # than 2**21 clocks; a longer one takes the per-class path and must agree.
+    rng = np.random.default_rng(21)
+    base, _ = random_bus(rng, 20_000, ad=False, cbe=False, par=False, w64=False, gnt=False, busy=0.6)
+    n = (1 << 21) + 777
+    sig = {k: np.tile(v, -(-n // len(v)))[:n] for k, v in base.items()}
+    t = np.arange(n, dtype=np.int64) * P
+    whole, w_whole, f_whole, _ = decode_clocks(sig, t)
+    parts, words, finds, carry = [], [], [], None
+    for a in range(0, n, 1 << 18):
+        r, w, f, carry = decode_clocks({k: v[a:a + (1 << 18)] for k, v in sig.items()}, t[a:a + (1 << 18)],
+                                       carry=carry, final=False)
+        parts.append(r), words.append(w), finds.append(f)
+    r, w, f, _ = decode_clocks({k: v[:0] for k, v in sig.items()}, t[:0], carry=carry)
+    parts.append(r), words.append(w), finds.append(f)
+    assert len(whole) > 100_000
+    assert diff_records(whole, np.concatenate(parts)) == []
+    assert np.array_equal(w_whole, np.concatenate(words))
+    assert np.array_equal(np.sort(f_whole, order="time_ps"), np.sort(np.concatenate(finds), order="time_ps"))
