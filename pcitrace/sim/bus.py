@@ -169,6 +169,29 @@ class TxnSpec:
         return DEVSEL_ALIASES.get(d, d)
 
 
+class Strings:
+    """A text column as codes into a small table (``table[codes]``): a record's command,
+    DEVSEL# speed and termination take a handful of values, which as fixed-width unicode
+    cost 48-96 bytes a record."""
+
+    def __init__(self, table, codes: np.ndarray):
+        self.table = list(table)
+        self.codes = np.asarray(codes, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i) -> "Strings":
+        return Strings(self.table, self.codes[i])
+
+    def tolist(self) -> list[str]:
+        t = self.table
+        return [t[c] for c in self.codes.tolist()]
+
+    def to_array(self, dtype) -> np.ndarray:
+        return np.array(self.table, dtype).reshape(-1)[self.codes] if self.table else np.zeros(len(self), dtype)
+
+
 class RecordColumns:
     """A bus's records column by column, without the RECORD_DTYPE rows (452 bytes each): field ->
     one array or one value for every record; a field never set is zero, as in a zeroed record
@@ -187,20 +210,27 @@ class RecordColumns:
 
     def __getitem__(self, field: str) -> np.ndarray:
         v = self.columns.get(field, 0)
-        if isinstance(v, np.ndarray) and len(v) == self.n:
+        if isinstance(v, Strings):
+            return v.to_array(RECORD_DTYPE[field])
+        if isinstance(v, np.ndarray) and len(v) == self.n and v.dtype == RECORD_DTYPE[field]:
             return v
         out = np.empty(self.n, RECORD_DTYPE[field])
         out[...] = v
         return out
 
-    def write_into(self, records: np.ndarray, rows: np.ndarray) -> None:
-        """Fill ``records[rows]`` (a zeroed RECORD_DTYPE array) with these records."""
-        for field, v in self.columns.items():
-            records[field][rows] = v
+    def column(self, field: str):
+        """The field over every record: an array of the record dtype's type, or Strings."""
+        v = self.columns.get(field, 0)
+        if isinstance(v, Strings):
+            return v
+        if isinstance(v, str):
+            return Strings([v], np.zeros(self.n, np.int64))
+        return self[field]
 
     def to_array(self) -> np.ndarray:
         out = np.zeros(self.n, RECORD_DTYPE)
-        self.write_into(out, np.arange(self.n))
+        for field in self.columns:
+            out[field] = self[field]
         return out
 
 
@@ -816,15 +846,22 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         sh_pick = lambda attr, dt: np.array([getattr(x, attr) for x in shape_list], dt)[t_shape_a]  # noqa: E731
         rec["clocks"] = sh_end[t_shape_a] + 1
         rec["data_phases"] = t_P_a
-        rec["devsel"] = sh_pick("rec_devsel", "U12")
-        rec["termination"] = sh_pick("rec_termination", "U24")
+        if lean:
+            rec["devsel"] = Strings([x.rec_devsel for x in shape_list], t_shape_a)
+            rec["termination"] = Strings([x.rec_termination for x in shape_list], t_shape_a)
+        else:
+            rec["devsel"] = sh_pick("rec_devsel", "U12")
+            rec["termination"] = sh_pick("rec_termination", "U24")
         rec["initiator_waits"] = sh_pick("rec_iwaits", i64)
         rec["target_waits"] = sh_pick("twaits", i64)
         rec["width"] = np.where(wide_t, 64, 32)
         rec["gnt"] = -1 if gnt_master is None else (t_master_a == gnt_master)
         rec["data_index"] = np.asarray(t_dbase, i64)
         if with_ad:
-            rec["command"] = np.array([names[c] for c in range(16)], "U24")[np.asarray(t_cmd, i64)]
+            if lean:
+                rec["command"] = Strings([names[c] for c in range(16)], t_cmd)
+            else:
+                rec["command"] = np.array([names[c] for c in range(16)], "U24")[np.asarray(t_cmd, i64)]
             rec["dac"] = t_dac
             rec["address"] = np.array(t_addr, dtype=np.uint64)
             if par_flips:

@@ -54,9 +54,9 @@ import numpy as np
 from pcitrace.capture import Capture, TimeBase, write_capture
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.profile import BusProfile, NicIdentity, Profile, save_profile
-from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE, record_to_dict
+from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE
 from pcitrace.errors import PcitraceError
-from pcitrace.sim.bus import RecordColumns
+from pcitrace.sim.bus import RecordColumns, Strings
 from pcitrace.sim.model import ModelResult, run_model
 from pcitrace.sim.scenario import Scenario
 from pcitrace.sim.specs import MASTER_INDEX, MASTERS, phases, render_txns, spec_clocks
@@ -369,18 +369,11 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     order = np.lexsort((np.arange(len(starts_all)), starts_all))
     inv = np.empty(len(order), np.int64)
     inv[order] = np.arange(len(order))
-    records = np.zeros(len(order), RECORD_DTYPE)
-    o = 0
-    for r in rec_parts:
-        if isinstance(r, RecordColumns):
-            r.write_into(records, inv[o:o + len(r)])     # lean rendering: no record rows per bus
-        else:
-            records[inv[o:o + len(r)]] = r
-        o += len(r)
+    records = _merge_columns(rec_parts, order)
     # One word per completed data phase on every bus, kept in record order after the merge:
     # a record's first word is the count of data phases before it (docs/records.md).
-    records["data_index"] = np.concatenate(([0], np.cumsum(records["data_phases"])[:-1])) \
-        if len(records) else records["data_index"]
+    phases_ = records["data_phases"]
+    records["data_index"] = np.concatenate(([0], np.cumsum(phases_)[:-1])) if len(phases_) else phases_
     ann = {k: _pick(v, order) for k, v in ann.items()}
     for t, i in zip(all_txns, inv.tolist()):
         t.rec = i
@@ -422,6 +415,30 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     return SimResult(cap, prof, truth, sc)
 
 
+def _merge_columns(parts: list, order: np.ndarray) -> dict:
+    """The buses' records merged in ``order``, column by column: field -> array of the record
+    dtype's type, text fields as Strings (one table for all buses). No RECORD_DTYPE rows: at
+    452 bytes a record they were the largest array of a long simulation."""
+    out: dict = {}
+    for name in FIELD_NAMES:
+        dt = RECORD_DTYPE[name]
+        cols = [p.column(name) if isinstance(p, RecordColumns) else p[name] for p in parts]
+        if dt.kind == "U":
+            index: dict[str, int] = {}
+            codes = []
+            for c in cols:
+                if not isinstance(c, Strings):        # a TxnSpec-rendered bus: a text array
+                    table, inverse = np.unique(c, return_inverse=True)
+                    c = Strings([str(x) for x in table], inverse.reshape(-1))
+                remap = np.array([index.setdefault(v, len(index)) for v in c.table], np.int64)
+                codes.append(remap[c.codes] if len(remap) else c.codes)
+            merged = np.concatenate(codes) if codes else np.zeros(0, np.int64)
+            out[name] = Strings(list(index), merged[order])
+        else:
+            out[name] = np.concatenate([np.asarray(c, dt) for c in cols])[order] if cols else np.zeros(0, dt)
+    return out
+
+
 def _pick(values: list, order: np.ndarray) -> list:
     """``[values[i] for i in order]`` as one gather (python objects kept as they are)."""
     arr = np.empty(len(values), object)
@@ -430,37 +447,45 @@ def _pick(values: list, order: np.ndarray) -> list:
 
 
 class RecordList(Sequence):
-    """The truth's records: a RECORD_DTYPE array plus the model's notes (columns master,
-    purpose, packet), seen as a list of dicts (docs/records.md keys + the notes) but converted
-    only on access, so a long simulation holds no dict per transaction. ``.array`` is the
-    numpy form."""
+    """The truth's records: the merged record columns (field -> array, text fields as
+    :class:`~pcitrace.sim.bus.Strings`) plus the model's notes (columns master, purpose,
+    packet), seen as a list of dicts (docs/records.md keys + the notes) but converted only on
+    access, so a long simulation holds no dict (nor RECORD_DTYPE row) per transaction.
+    ``.array`` builds the numpy form."""
 
-    def __init__(self, array: np.ndarray, notes: dict[str, list]):
-        self.array = array
+    def __init__(self, columns: dict, notes: dict[str, list]):
+        self.columns = columns
         self.notes = notes
 
+    @property
+    def array(self) -> np.ndarray:
+        out = np.zeros(len(self), RECORD_DTYPE)
+        for k, v in self.columns.items():
+            out[k] = v.to_array(RECORD_DTYPE[k]) if isinstance(v, Strings) else v
+        return out
+
     def __len__(self):
-        return len(self.array)
+        return len(self.columns["start_ps"])
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return records_to_dicts(self.array[i], {k: v[i] for k, v in self.notes.items()})
-        d = record_to_dict(self.array[i])
-        for k, v in self.notes.items():
-            d[k] = v[i]
-        return d
+            return records_to_dicts({k: v[i] for k, v in self.columns.items()},
+                                    {k: v[i] for k, v in self.notes.items()})
+        i = range(len(self))[i]
+        return self[i:i + 1][0]
 
     def __iter__(self):
         step = 65536
-        for k in range(0, len(self.array), step):
+        for k in range(0, len(self), step):
             yield from self[k:k + step]
 
     def __eq__(self, other):
         return list(self) == list(other)
 
 
-def records_to_dicts(records: np.ndarray, notes: dict[str, list] | None = None) -> list[dict]:
-    """record_to_dict for a whole array, column-wise (python ints / bools / strs)."""
+def records_to_dicts(records, notes: dict[str, list] | None = None) -> list[dict]:
+    """record_to_dict for a whole array (or field -> column mapping), column-wise (python ints /
+    bools / strs)."""
     names = list(FIELD_NAMES)
     cols = [records[n].tolist() for n in names]
     if notes:
