@@ -669,35 +669,34 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     all_code, all_len, all_src, all_off, all_step = (cat(a) for a in ("code", "length", "source", "offset", "step"))
     sh_end = np.array([x.end for x in shape_list], i64)
     sh_dev = np.array([x.devsel if x.devsel is not None else (1 << 62) for x in shape_list], i64)
-    # Per transaction: one idle run, then its shape's runs; then the tail.
-    nr = sh_nruns[t_shape_a] + 1 if ntx else np.zeros(0, i64)
-    tot_runs = int(nr.sum()) + 1
-    first_run = np.concatenate(([0], np.cumsum(nr)))[:-1] if ntx else np.zeros(0, i64)
-    run_txn = np.full(tot_runs, -1, i64)
-    run_shape_idx = np.full(tot_runs, -1, i64)      # index into the concatenated shape runs
-    if ntx:
-        owner_t = np.repeat(np.arange(ntx), nr)
-        pos = np.arange(tot_runs - 1) - first_run[owner_t]          # 0 = idle run
-        body = pos > 0
-        run_txn[:-1] = np.where(body, owner_t, -1)
-        run_shape_idx[:-1][body] = sh_off[t_shape_a[owner_t[body]]] + pos[body] - 1
-    is_body = run_shape_idx >= 0
-    bi = run_shape_idx[is_body]
-    tb = run_txn[is_body]
+    # Per transaction: one idle run, then its shape's runs; then the tail. Body run k (the
+    # shape runs of every transaction, in order) belongs to transaction tb[k], is shape run bi[k]
+    # and sits at run index k + tb[k] + 1 (after the idle runs of transactions 0..tb[k]).
+    nb = sh_nruns[t_shape_a] if ntx else np.zeros(0, i64)
+    n_body = int(nb.sum())
+    tot_runs = n_body + ntx + 1
+    tb = np.repeat(np.arange(ntx), nb)
+    bstart = np.cumsum(nb) - nb
+    k = np.arange(n_body)
+    bi = np.repeat(sh_off[t_shape_a] - bstart, nb) + k if ntx else np.zeros(0, i64)
+    body_at = k + tb + 1
+    idle_runs = np.append(bstart + np.arange(ntx), tot_runs - 1)
     r_code = np.full(tot_runs, IDLE, np.uint8)
     r_len = np.zeros(tot_runs, i64)
     r_word = np.zeros(tot_runs, i64)
     r_step = np.zeros(tot_runs, i64)
-    r_code[is_body] = all_code[bi]
-    r_len[is_body] = all_len[bi]
-    src = all_src[bi]
-    hb = np.asarray(t_hbase, i64)[tb]
-    r_word[is_body] = np.where(src == 0, -(hb + all_off[bi]) - 1,
-                               np.where(src == 1, np.asarray(t_dbase, i64)[tb] + all_off[bi],
-                                        -np.asarray(t_pend, i64)[tb] - 1))
-    # header words are at increasing header indices = decreasing negative words
-    r_step[is_body] = np.where(src == 0, -all_step[bi], all_step[bi])
-    idle_runs = np.flatnonzero(~is_body)
+    r_code[body_at] = all_code[bi]
+    r_len[body_at] = all_len[bi]
+    # A run's first word: source 0 = header entry -(hbase + off) - 1, 1 = data word dbase + off,
+    # 2 = the stop slot's entry -pend - 1; header words are at increasing header indices =
+    # decreasing negative words. As a per-transaction base by source plus a signed offset per
+    # shape run (a million body runs and more: few passes over them).
+    sh_src = all_src.astype(i64)
+    sgn_off = np.where(sh_src == 0, -all_off, all_off)
+    sgn_step = np.where(sh_src == 0, -all_step, all_step)
+    base = np.concatenate((-np.asarray(t_hbase, i64) - 1, np.asarray(t_dbase, i64), -np.asarray(t_pend, i64) - 1))
+    r_word[body_at] = base[sh_src[bi] * ntx + tb] + sgn_off[bi]
+    r_step[body_at] = sgn_step[bi]
     r_len[idle_runs[:-1]] = np.asarray(t_idle, i64)
     r_len[-1] = total - clock
     # idle runs hold whatever the previous run left on AD
@@ -708,15 +707,17 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     # -- per-clock arrays ----------------------------------------------------------------------
     code = np.repeat(r_code, r_len)
     # word index per clock: within a run it moves by the run's step; at a run start it jumps
-    nz = r_len > 0
-    rl, rw, rs = r_len[nz], r_word[nz], r_step[nz]
+    # (empty runs - back-to-back transactions - stay: they repeat nothing and start where the
+    # next run starts; every word index below is valid for them too)
+    rl, rw, rs = r_len, r_word, r_step
     # index into the value table [data words..., header entries...] (header words are stored
-    # negative and step downwards, data words positive and step upwards)
+    # negative and step downwards, data words positive and step upwards); in place, the run
+    # arrays are a million entries and more
     nd = n_words
     neg = rw < 0
-    rw = np.where(neg, nd - 1 - rw, rw)
-    rs = np.where(neg, -rs, rs)
-    run_at = np.concatenate(([0], np.cumsum(rl)[:-1]))       # first clock of each run
+    np.subtract(nd - 1, rw, out=rw, where=neg)
+    np.negative(rs, out=rs, where=neg)
+    run_at = np.cumsum(rl) - rl                              # first clock of each run
 
     prebuilt = isinstance(data_parts, np.ndarray)     # render_txns: the words and byte enables
     if prebuilt:
