@@ -292,7 +292,7 @@ class _PC:
         self.reads = 0
         self.mem = bus.cfg.host.memory_base
         self.pcix = bus.cfg.kind == "pcix"
-        self.csr_clocks: dict = {}      # CSR access shape -> its length in clocks
+        self.csr_plans: dict = {}       # kind of CSR group -> its accesses (Model._csr_plan)
         self.read_clocks: dict = {}     # DMA read burst shape -> its length
         self.write_clocks: dict = {}    # DMA write burst shape -> its length
 
@@ -433,38 +433,57 @@ class Model:
         bus = pc.bus
         nic, host = bus.cfg.nic, bus.cfg.host
         pcix = pc.pcix
-        devsel = DEVSEL_CLOCKS[nic.devsel]
-        bc = 4 if pcix else -1
         gap, retry_gap = host.csr_gap_clocks * bus.period, host.retry_gap_clocks * bus.period
-        # A PC's CSR accesses come in a handful of shapes: their lengths are remembered by what
-        # the bus length depends on (the length function reads ten fields per call).
-        memo = pc.csr_clocks
-        for i in range(reads + writes):
-            write = i >= reads
+        retries = nic.csr_retries
+        name = pc.name
+        for i, (write, addr, cmd, purpose, waits, devsel, bc, n_retry, n) in enumerate(
+                self._csr_plan(pc, reads, writes, read_regs, write_regs)):
             if i:
                 yield ("sleep", gap)
-            if write:
-                addr = nic.bar + write_regs[(i - reads) % len(write_regs)]
-                value = pc.tx_count % RING
-                cmd, purpose, waits = "mem_write", "csr_write", nic.csr_write_waits
-            else:
-                addr = nic.bar + read_regs[i % len(read_regs)]
-                value = self.rng.uint32()
-                cmd, purpose, waits = ("mem_read_dword" if pcix else "mem_read"), "csr_read", nic.csr_read_waits
-            key = (write, addr & 3, addr >= 1 << 32)
-            for _ in range(nic.csr_retries):
+            value = pc.tx_count % RING if write else self.rng.uint32()
+            for _ in range(retries):
                 # (positional, in the field order the Txn docstring lists)
-                t = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pcix, -1, -1, bc,
-                        -1, pc.name)
-                t.clocks = memo.get(key + (True,)) or memo.setdefault(key + (True,), bus.length(t))
+                t = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pcix, -1, -1, bc, -1,
+                        name)
+                t.clocks = n_retry
                 t = yield ("txn", bus, t)
                 log.append(t)
                 yield ("sleep", retry_gap)
             t = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc, -1,
-                    pc.name, value.to_bytes(4, "little"))
-            t.clocks = memo.get(key) or memo.setdefault(key, bus.length(t))
+                    name, value.to_bytes(4, "little"))
+            t.clocks = n
             t = yield ("txn", bus, t)
             log.append(t)
+
+    def _csr_plan(self, pc: _PC, reads: int, writes: int, read_regs, write_regs) -> list[tuple]:
+        """What each access of a CSR group is (write, address, command, purpose, target waits,
+        DEVSEL# clocks, PCI-X byte count, the lengths of a retry and of the access), worked out
+        once per PC and kind of group: the groups repeat all capture long."""
+        key = (reads, writes, tuple(read_regs), tuple(write_regs))
+        plan = pc.csr_plans.get(key)
+        if plan is not None:
+            return plan
+        bus = pc.bus
+        nic = bus.cfg.nic
+        pcix = pc.pcix
+        devsel = DEVSEL_CLOCKS[nic.devsel]
+        bc = 4 if pcix else -1
+        plan = []
+        for i in range(reads + writes):
+            write = i >= reads
+            if write:
+                addr = nic.bar + write_regs[(i - reads) % len(write_regs)]
+                cmd, purpose, waits = "mem_write", "csr_write", nic.csr_write_waits
+            else:
+                addr = nic.bar + read_regs[i % len(read_regs)]
+                cmd, purpose, waits = ("mem_read_dword" if pcix else "mem_read"), "csr_read", nic.csr_read_waits
+            retry = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pcix, -1, -1, bc, -1,
+                        pc.name)
+            access = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc,
+                         -1, pc.name, bytes(4))
+            plan.append((write, addr, cmd, purpose, waits, devsel, bc, bus.length(retry), bus.length(access)))
+        pc.csr_plans[key] = plan
+        return plan
 
     def _dma_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
         """NIC bus-master read of ``payload`` from host memory at ``addr``."""
