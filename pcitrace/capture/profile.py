@@ -554,6 +554,11 @@ def _invert(bus: BusProfile, sig: str, a: np.ndarray, widths: dict[str, int]) ->
     return a
 
 
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    # one part (reads the size of a chunk, the usual case) is passed on without a copy
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
                profile_name: str = "profile", *, read_samples: int | None = None
                ) -> Iterator[BusChunk]:
@@ -579,8 +584,8 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
     def flush(final: bool):
         nonlocal pend_t, pend, npend, clock_no
         while npend >= chunk_clocks or (final and npend):
-            t = np.concatenate(pend_t)
-            cols = {s: np.concatenate(v) for s, v in pend.items()}
+            t = _cat(pend_t)
+            cols = {s: _cat(v) for s, v in pend.items()}
             take = min(chunk_clocks, npend)
             yield BusChunk(clock_no, t[:take], {s: v[:take] for s, v in cols.items()})
             clock_no += take
