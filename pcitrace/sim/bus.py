@@ -782,10 +782,13 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     claimed = t_dev_a <= t_end_a
 
     def interval_mask(lo, hi):
-        edges = np.zeros(total + 1, np.int8)
-        edges[lo] += 1          # transactions never overlap: each index at most once
-        edges[hi + 1] -= 1
-        return np.cumsum(edges[:total], dtype=np.int8).view(bool)
+        # Transactions never overlap, so the [lo, hi] intervals are sorted and disjoint: the
+        # mask is alternating runs of False and True, one repeat (no edge array and running sum).
+        b = np.empty(2 * len(lo) + 2, i64)
+        b[0], b[-1] = 0, total
+        b[1:-1:2] = lo
+        b[2:-1:2] = hi + 1
+        return np.repeat(np.resize(np.array([False, True]), len(b) - 1), np.diff(b))
 
     # (masks combined in place: every per-clock temporary is tens of MB at 10 M clocks)
     dev = interval_mask(t_dev_a[claimed], t_end_a[claimed])
