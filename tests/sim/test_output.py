@@ -319,3 +319,44 @@ def test_gmii_needs_fine_timing_sampling():
     with pytest.raises(PcitraceError, match="4 ns") as ei:
         sim(duration_us=10, link={"gmii": True}, bus=[dict(b, clock_mhz=33) for b in TWO_BUSES])
     assert ei.value.where == "link.gmii"
+
+
+# Stretched scenarios with everything on (coalescence, pauses, lost frames, other devices, CSR
+# retries, jitter, faults): digests of the truth file and of every capture channel, recorded
+# with the simulator of commit 84730bb, before its fast paths (column renderer, block random
+# draws, column truth). A change that means to alter the simulation updates them; any other
+# change must leave them as they are.
+STRETCHED = {
+    ("state", "pci"): (990, "bc90cdcbeb75dfa8487922ed4a5261befb20a89c4fb6e3689e34fef22746b925"),
+    ("timing", "pci"): (357, "5feea300739012d896b8f88ef9e6513d75b3715144e839a5eaa41000f23c31d5"),
+    ("state", "pcix"): (1040, "7bfe3ac10aaabedf45d54e1ed0cf54057a666f63ffa6196be4f3e71cf299683c"),
+}
+
+
+def _stretched(mode, kind):
+    buses = [{"name": name, "pc": pc, "kind": kind, "width": 64, "clock_mhz": 66 if kind == "pci" else 133,
+              "host": {"read_disconnect_bytes": 256, "write_disconnect_bytes": 256,
+                       "read_waits_every": 3 if kind == "pci" else 0},
+              "nic": {"csr_retries": 1 if pc == "a" else 0, "coalesce_packets": 3, "coalesce_us": 15.0},
+              "other": [{"rate_per_us": 0.3, "bytes": 192, "command": "mem_write"},
+                        {"rate_per_us": 0.1, "bytes": 64, "command": "mem_read_multiple", "address": 0xd1000004}]}
+             for name, pc in (("send", "a"), ("recv", "b"))]
+    return {"seed": 11, "duration_us": 300 if mode == "state" else 120, "mode": mode, "bus": buses,
+            "traffic": {"frame_bytes": 1400, "spacing_us": 11.0, "jitter_us": 0.3},
+            "link": {"pause_interval_us": 37.0, "pause_us": 9.0, "loss": 0.07, "lost": [2, 5], "reverse_probe": True},
+            "faults": {"parity_errors": 3, "latency_every": 5, "glitches": 2 if mode == "timing" else 0,
+                       "stray_irdy": 2, "trdy_without_devsel": 1}}
+
+
+@pytest.mark.parametrize("mode, kind", sorted(STRETCHED))
+def test_stretched_scenarios_simulate_exactly_as_before_the_fast_paths(mode, kind):
+    import hashlib
+
+    r = simulate(scenario_from_dict(_stretched(mode, kind)))
+    h = hashlib.sha256(truth_json(r.truth).encode())
+    data = r.capture.read()
+    for name in r.capture.channel_names:
+        h.update(name.encode())
+        h.update(str(data[name].dtype).encode())
+        h.update(data[name].tobytes())
+    assert (len(r.truth["records"]), h.hexdigest()) == STRETCHED[(mode, kind)]
