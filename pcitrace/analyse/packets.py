@@ -483,11 +483,12 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     L = len(sig)
     if len(free) < L:
         return None
-    fkeys = [keys[idx[p]] for p in free]
-    fs = [int(starts[idx[p]]) for p in free]
-    fe = [int(ends[idx[p]]) for p in free]
+    rows = idx[free]
+    rl = rows.tolist()
+    fkeys = [keys[r] for r in rl]
+    fs = starts[rows].tolist()
+    fe = ends[rows].tolist()
     if busy_before is not None:
-        rows = idx[free]
         bs = busy_before[0][rows].tolist()
         be = busy_before[1][rows].tolist()
     else:
@@ -518,6 +519,10 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     extend(L - 1, len(free), [])
     if not cands:
         return None
+    if len(cands) == 1:
+        # the common case (a send alone, or beside an interrupt routine it cannot be mixed
+        # with): nothing to choose between
+        return [free[q] for q in cands[0]]
     n = len(free)
     # the other routine is still running if its next access comes at the CPU's pace
     running = max(step_idle) if step_idle else max_idle
@@ -596,9 +601,14 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
     if csr_idx.size < 2:
         return None
     accepted = records["termination"] != "retry"
-    keys_all = _access_keys(records, np.arange(len(records)), have_ad)
+    # (keys of register accesses only: nothing else is looked up)
+    keys_all: list = [None] * len(records)
+    retry_keys: list = [None] * len(records)
+    for r, key in zip(csr_idx.tolist(), _access_keys(records, csr_idx, have_ad)):
+        keys_all[r] = key
     # A retried attempt repeats an access to the same register (without AD: the next access).
-    retry_keys = _access_keys(records, np.arange(len(records)))
+    for r, key in zip(csr_idx.tolist(), _access_keys(records, csr_idx)):
+        retry_keys[r] = key
     period_ps = float(groups["span_ps"][0] - (groups["end_ps"][0] - groups["start_ps"][0]))
 
     def members_of(gr):
@@ -625,8 +635,15 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
     since: dict = {}
     for lr, t in zip(last[use].tolist(), np.r_[-np.inf, first_dma[:-1]][use].tolist()):
         since[lr] = min(since.get(lr, np.inf), t)
-    learn_recs = [[r for r in learn_members[h] if accepted[r] and r <= lr and records["start_ps"][r] > since[lr]]
-                  for h, lr in zip(holder, lasts)]
+    starts, ends = records["start_ps"], records["end_ps"]
+    # The accepted accesses of the holding window from the first one after ``since`` to the
+    # send's last: one slice of the accepted accesses, found for all sends at once.
+    csr_acc = csr_idx[accepted[csr_idx]]
+    after = np.searchsorted(starts[csr_acc], np.array([since[lr] for lr in lasts.tolist()]), side="right")
+    lo = np.maximum(np.searchsorted(csr_acc, learn_groups["first_record"][holder], side="left"), after)
+    hi = np.searchsorted(csr_acc, np.minimum(lasts, learn_groups["last_record"][holder]), side="right")
+    acc_l = csr_acc.tolist()
+    learn_recs = [acc_l[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
     learn = [[keys_all[r] for r in recs] for recs in learn_recs]
     sig = _learn_signature(learn)
     L = len(sig)
@@ -635,7 +652,6 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
     # The CPU's pace: the shortest time from the end of one access to the start of the next
     # in sends that ran alone (exactly the routine's accesses), less one clock of arbitration.
     # No routine issues its accesses faster than that; -1 when no send ran alone.
-    starts, ends = records["start_ps"], records["end_ps"]
     clean = [recs for recs, keys in zip(learn_recs, learn) if keys[-L:] == sig and len(keys) == L]
     paces = [starts[b] - ends[a] for recs in clean for a, b in zip(recs[:-1], recs[1:])]
     min_pace = float(min(paces)) - period_ps if paces else -1.0
@@ -667,43 +683,58 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         busy_before = (np.zeros(len(records)), np.zeros(len(records)))
         busy_before[0][csr_idx] = busy.at(starts[csr_idx])
         busy_before[1][csr_idx] = busy.at(ends[csr_idx])
-    parts: list[tuple[np.ndarray, bool]] = []
+    acc = accepted.tolist()
+    starts_l, ends_l = starts.tolist(), ends.tolist()
+    parts: list[tuple[list[int], bool]] = []
     for idx in members:
-        label = np.zeros(idx.size, np.int64)        # 0 = other, k > 0 = k-th instance found
-        free = [p for p in range(idx.size) if accepted[idx[p]]]
+        rows = idx.tolist()
+        n = len(rows)
+        label = [0] * n                             # 0 = other, k > 0 = k-th instance found
+        free = [p for p in range(n) if acc[rows[p]]]
         n_inst = 0
-        while True:
+        while len(free) >= L:
             hit = _best_instance(idx, free, keys_all, sig, starts, ends, min_pace,
                                  max_idle=prompt_gap_ps, step_idle=step_idle,
                                  busy_before=busy_before)
             if hit is None:
                 break
             n_inst += 1
-            label[hit] = n_inst
-            free = [p for p in free if p not in hit]
-        # Retried attempts go with the accepted access they repeat (the next one with its key).
-        pending: dict = {}
-        for pos in range(idx.size - 1, -1, -1):
-            key = retry_keys[idx[pos]]
-            if accepted[idx[pos]]:
-                pending[key] = label[pos]
-            else:
-                label[pos] = pending.get(key, 0)
-        rest = idx[label == 0]
-        if rest.size:
+            for p in hit:
+                label[p] = n_inst
+            taken = set(hit)
+            free = [p for p in free if p not in taken]
+        if n_inst:
+            # Retried attempts go with the accepted access they repeat (the next one with its key).
+            pending: dict = {}
+            for pos in range(n - 1, -1, -1):
+                key = retry_keys[rows[pos]]
+                if acc[rows[pos]]:
+                    pending[key] = label[pos]
+                else:
+                    label[pos] = pending.get(key, 0)
+        rest = [r for r, lab in zip(rows, label) if lab == 0]
+        if rest:
             # what the send routine leaves is grouped again by time: an interrupt routine
             # before the send and the next one after it are two
-            cut = np.flatnonzero(starts[rest[1:]] - ends[rest[:-1]] >= prompt_gap_ps) + 1
-            parts += [(part, False) for part in np.split(rest, cut)]
+            head = 0
+            for j in range(1, len(rest)):
+                if starts_l[rest[j]] - ends_l[rest[j - 1]] >= prompt_gap_ps:
+                    parts.append((rest[head:j], False))
+                    head = j
+            parts.append((rest[head:], False))
         for k in range(n_inst, 0, -1):
-            parts.append((idx[label == k], True))
+            parts.append(([r for r, lab in zip(rows, label) if lab == k], True))
+    sizes = np.array([len(part) for part, _ in parts], np.int64)
+    flat = np.fromiter((r for part, _ in parts for r in part), np.int64, int(sizes.sum()))
+    heads = np.r_[0, np.cumsum(sizes)[:-1]]
     out = np.zeros(len(parts), GROUP_DTYPE)
-    for i, (part, _) in enumerate(parts):
-        out["first_record"][i], out["last_record"][i] = part[0], part[-1]
-        out["start_ps"][i] = records["start_ps"][part].min()
-        out["end_ps"][i] = records["end_ps"][part].max()
-        out["accesses"][i] = part.size
-        out["retries"][i] = int((records["termination"][part] == "retry").sum())
+    if len(parts):
+        out["first_record"] = flat[heads]
+        out["last_record"] = flat[heads + sizes - 1]
+        out["start_ps"] = np.minimum.reduceat(starts[flat], heads)
+        out["end_ps"] = np.maximum.reduceat(ends[flat], heads)
+        out["accesses"] = sizes
+        out["retries"] = np.add.reduceat((records["termination"][flat] == "retry").astype(np.int64), heads)
     out["span_ps"] = out["end_ps"] - out["start_ps"] + period_ps
     is_setup = np.array([sf for _, sf in parts])
     order = np.argsort(out["start_ps"], kind="stable")
