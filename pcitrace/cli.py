@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
+    from pcitrace._memory import keep_freed_memory
+
+    keep_freed_memory()
     sys.exit(main())
 
 

@@ -1,0 +1,36 @@
+"""Process-wide memory policy for pcitrace's own processes (the CLI and the viewer).
+
+Decoding, rendering and analysis make numpy temporaries of megabytes per chunk. By default
+glibc serves blocks over 128 KiB (rising to at most 32 MiB as it adapts) with fresh mappings
+and returns them to the kernel when freed, so the next chunk's temporaries fault fresh pages
+in again; on virtual machines the first touch of a page can cost more than the work done on
+it (a 2 M-clock decode: about 26 k page faults, 8 k with this policy, and 40 % less CPU
+time). Blocks below 32 MiB are then served from the heap, which is never trimmed: freed
+pages are reused, at the price of keeping the peak heap until the process exits.
+
+Set only by processes pcitrace starts (a library call must not change its host's malloc).
+"""
+
+from __future__ import annotations
+
+_done: bool | None = None
+
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory() -> bool:
+    """Apply the policy once; True when glibc took it (other C libraries: nothing happens)."""
+    global _done
+    if _done is None:
+        _done = False
+        try:
+            import ctypes
+
+            mallopt = ctypes.CDLL(None).mallopt
+        except (OSError, AttributeError):
+            return False
+        mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        # 32 MiB is glibc's ceiling for the mmap threshold on 64-bit systems
+        _done = bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, (1 << 31) - 1))
+    return _done

@@ -1,0 +1,44 @@
+"""The process memory policy of pcitrace's own processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+# Decode the same bus twice in chunks, as `pcitrace decode` does; count the page faults of
+# the second pass (its temporaries are the sizes the first pass freed).
+CODE = """
+import resource, sys
+import numpy as np
+from pcitrace._memory import keep_freed_memory
+from pcitrace.decode.engine import decode_clocks
+if sys.argv[1] == "on":
+    assert keep_freed_memory() is True and keep_freed_memory() is True
+rng = np.random.default_rng(1)
+n = 1 << 21
+sig = {k: (rng.random(n // 8) < 0.5).astype(np.uint8).repeat(8) for k in
+       ("frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n")}
+t = np.arange(n, dtype=np.int64) * 15000
+def once():
+    carry = None
+    for a in range(0, n, 1 << 19):
+        r, w, f, carry = decode_clocks({k: v[a:a + (1 << 19)] for k, v in sig.items()}, t[a:a + (1 << 19)],
+                                       carry=carry, final=False)
+        del r, w, f
+once()
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+once()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+def test_policy_keeps_freed_pages_for_the_next_chunk():
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's mallopt: Linux only")
+    faults = {mode: int(subprocess.run([sys.executable, "-c", CODE, mode], check=True, capture_output=True,
+                                       text=True).stdout) for mode in ("off", "on")}
+    # by default the chunks' temporaries fault their pages in again; with the policy the
+    # heap keeps them
+    assert faults["on"] * 4 < faults["off"], faults
