@@ -482,6 +482,29 @@ class RecordList(Sequence):
     def __eq__(self, other):
         return list(self) == list(other)
 
+    def json_lines(self) -> list[str]:
+        """Every record as the compact JSON object json.dumps gives its dict, built column by
+        column: each column's values encoded once (a text table once per distinct value), then
+        one format per record."""
+        enc = _COMPACT.encode
+        names = list(FIELD_NAMES) + list(self.notes)
+        cols = []
+        for name in names:
+            v = self.columns[name] if name in self.columns else self.notes[name]
+            if isinstance(v, Strings):
+                table = [enc(x) for x in v.table]
+                cols.append([table[c] for c in v.codes.tolist()])
+            elif isinstance(v, np.ndarray) and v.dtype == bool:
+                cols.append(["true" if x else "false" for x in v.tolist()])
+            elif isinstance(v, np.ndarray):
+                cols.append(list(map(str, v.tolist())))
+            else:                   # the notes: python objects
+                memo: dict = {}
+                cols.append([memo[x] if x in memo else memo.setdefault(x, enc(x)) for x in v])
+        # (field and note names are identifiers: no braces besides the placeholders)
+        template = "{{" + ",".join(enc(n) + ":{}" for n in names) + "}}"
+        return list(map(template.format, *cols))
+
 
 def records_to_dicts(records, notes: dict[str, list] | None = None) -> list[dict]:
     """record_to_dict for a whole array (or field -> column mapping), column-wise (python ints /
@@ -675,16 +698,22 @@ def output_paths(path: str | os.PathLike) -> tuple[Path, Path, Path]:
     return path, path.with_name(stem + ".profile.toml"), path.with_name(stem + ".truth.json")
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))   # what json.dumps(x, separators=...) builds per call
+
+
 def truth_json(truth: dict) -> str:
     """Compact but diff-friendly: one line per record / frame / packet."""
+    enc = _COMPACT.encode
     parts = []
     for k, v in truth.items():
-        if isinstance(v, (list, RecordList)) and len(v):
-            body = ",\n".join(json.dumps(x, separators=(",", ":")) for x in v)
+        if isinstance(v, RecordList) and len(v):
+            body = ",\n".join(v.json_lines())
+            parts.append(f"{json.dumps(k)}: [\n{body}\n]")
+        elif isinstance(v, list) and len(v):
+            body = ",\n".join(map(enc, v))
             parts.append(f"{json.dumps(k)}: [\n{body}\n]")
         elif isinstance(v, dict) and v:
-            body = ",\n".join(f"{json.dumps(kk)}: {json.dumps(vv, separators=(',', ':'))}"
-                               for kk, vv in v.items())
+            body = ",\n".join(f"{json.dumps(kk)}: {enc(vv)}" for kk, vv in v.items())
             parts.append(f"{json.dumps(k)}: {{\n{body}\n}}")
         else:
             parts.append(f"{json.dumps(k)}: {json.dumps(v)}")
