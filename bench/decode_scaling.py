@@ -61,6 +61,9 @@ def one(n: int, full: bool, how: str, fmt: str) -> dict:
     from pcitrace.decode import decode_capture
     from pcitrace.decode.commands import _stream
 
+    from pcitrace._memory import keep_freed_memory
+
+    keep_freed_memory()                  # as the pcitrace command does
     base = nic_traffic(n_txns=1500, seed=2, spacing=40)
     base = {k: v for k, v in base.items() if k in (FULL if full else CONTROL)}
     cap, prof = streaming_capture(base, n)
