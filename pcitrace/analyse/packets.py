@@ -483,14 +483,15 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     L = len(sig)
     if len(free) < L:
         return None
-    rows = idx[free]
-    rl = rows.tolist()
+    # (send_routines passes lists: a window is a handful of accesses, and picking them out of
+    # Python lists costs less than numpy indexing)
+    rl = [idx[p] for p in free]
     fkeys = [keys[r] for r in rl]
-    fs = starts[rows].tolist()
-    fe = ends[rows].tolist()
+    fs = [starts[r] for r in rl]
+    fe = [ends[r] for r in rl]
     if busy_before is not None:
-        bs = busy_before[0][rows].tolist()
-        be = busy_before[1][rows].tolist()
+        bs = [busy_before[0][r] for r in rl]
+        be = [busy_before[1][r] for r in rl]
     else:
         bs = be = [0.0] * len(free)
     cands: list[list[int]] = []
@@ -498,25 +499,50 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
     def idle(a: int, b: int) -> float:
         return fs[b] - fe[a] - (bs[b] - be[a])
 
-    def extend(j: int, hi: int, picked: list[int]):
-        # picked: positions in free, from the last access backwards; place sig[j] before hi
+    limits = [max_idle] * L if step_idle is None else step_idle
+    # sig[j] cannot sit before lowest[j]: sig[:j] must fit in front of it
+    lowest = []
+    q = 0
+    for key in sig:
+        while q < len(fkeys) and fkeys[q] != key:
+            q += 1
+        if q == len(fkeys):
+            return None
+        lowest.append(q)
+        q += 1
+    picked: list[int] = []      # positions in free, from the last access backwards
+
+    def extend(j: int, hi: int):
+        # place sig[j] before position hi
         if len(cands) >= MAX_EMBEDDINGS:
             return
-        for q in range(hi - 1, -1, -1):
-            if picked:
-                nxt = picked[-1]
-                if idle(q, nxt) > (max_idle if step_idle is None else step_idle[j]):
+        key = sig[j]
+        if picked:
+            nxt = picked[-1]
+            sn, bn, lim = fs[nxt], bs[nxt], limits[j]
+            for q in range(hi - 1, lowest[j] - 1, -1):
+                if sn - fe[q] - (bn - be[q]) > lim:      # idle(q, nxt)
                     return            # earlier accesses are further still
-                if fs[nxt] - fe[q] < min_pace:
+                if sn - fe[q] < min_pace or fkeys[q] != key:
                     continue
-            if fkeys[q] != sig[j]:
-                continue
-            if j == 0:
-                cands.append([q] + picked[::-1])
-            else:
-                extend(j - 1, q, picked + [q])
+                if j == 0:
+                    cands.append([q] + picked[::-1])
+                else:
+                    picked.append(q)
+                    extend(j - 1, q)
+                    picked.pop()
+        else:
+            for q in range(hi - 1, lowest[j] - 1, -1):
+                if fkeys[q] != key:
+                    continue
+                if j == 0:
+                    cands.append([q])
+                else:
+                    picked.append(q)
+                    extend(j - 1, q)
+                    picked.pop()
 
-    extend(L - 1, len(free), [])
+    extend(L - 1, len(free))
     if not cands:
         return None
     if len(cands) == 1:
@@ -685,6 +711,8 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         busy_before[1][csr_idx] = busy.at(ends[csr_idx])
     acc = accepted.tolist()
     starts_l, ends_l = starts.tolist(), ends.tolist()
+    if busy_before is not None:
+        busy_before = (busy_before[0].tolist(), busy_before[1].tolist())
     parts: list[tuple[list[int], bool]] = []
     for idx in members:
         rows = idx.tolist()
@@ -693,7 +721,7 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         free = [p for p in range(n) if acc[rows[p]]]
         n_inst = 0
         while len(free) >= L:
-            hit = _best_instance(idx, free, keys_all, sig, starts, ends, min_pace,
+            hit = _best_instance(rows, free, keys_all, sig, starts_l, ends_l, min_pace,
                                  max_idle=prompt_gap_ps, step_idle=step_idle,
                                  busy_before=busy_before)
             if hit is None:
