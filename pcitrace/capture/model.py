@@ -92,17 +92,24 @@ class TimeBase:
         """int64 picosecond times of samples [start, stop)."""
         if self.timestamps_ps is not None:
             return self.timestamps_ps[start:stop]
-        rate = self.rate_hz
-        idx = np.arange(start, stop, dtype=np.float64)
-        return (np.rint(idx * (1e12 / rate)).astype(np.int64) + self.start_ps)
+        t = np.arange(start, stop, dtype=np.float64)
+        return self._scaled(t)
+
+    def _scaled(self, t: np.ndarray) -> np.ndarray:
+        # in place: a chunk's times are megabytes, and every temporary is a pass over them
+        t *= 1e12 / self.rate_hz
+        np.rint(t, out=t)
+        out = t.astype(np.int64)
+        if self.start_ps:
+            out += self.start_ps
+        return out
 
     def times_at(self, indices: np.ndarray) -> np.ndarray:
         """int64 picosecond times of arbitrary sample indices (same rounding as times_ps)."""
         indices = np.asarray(indices, dtype=np.int64)
         if self.timestamps_ps is not None:
             return self.timestamps_ps[indices]
-        return (np.rint(indices.astype(np.float64) * (1e12 / self.rate_hz)).astype(np.int64)
-                + self.start_ps)
+        return self._scaled(indices.astype(np.float64))
 
     def time_ps(self, index: int) -> int:
         if self.timestamps_ps is not None:

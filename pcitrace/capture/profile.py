@@ -605,7 +605,7 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
             for ch in packed:
                 if ch.length == 0:
                     continue
-                pend_t.append(tb.times_at(np.arange(ch.start, ch.start + ch.length)))
+                pend_t.append(tb.times_ps(ch.start, ch.start + ch.length))
                 for s in sigs:
                     pend[s].append(_invert(bus, s, ch.data[s], widths))
                 npend += ch.length
@@ -615,7 +615,7 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
         for ch in capture.iter_chunks(chans, chunk_samples=read):
             if ch.length == 0:
                 continue
-            pend_t.append(tb.times_at(np.arange(ch.start, ch.start + ch.length)))
+            pend_t.append(tb.times_ps(ch.start, ch.start + ch.length))
             for s in sigs:
                 pend[s].append(_assemble(bus, s, ch.data, widths, None))
             npend += ch.length
