@@ -488,12 +488,18 @@ class RecordList(Sequence):
         one format per record."""
         enc = _COMPACT.encode
         names = list(FIELD_NAMES) + list(self.notes)
-        cols = []
+        cols, parts = [], []
         for name in names:
             v = self.columns[name] if name in self.columns else self.notes[name]
+            same = None             # the JSON text of a column with one value throughout
             if isinstance(v, Strings):
                 table = [enc(x) for x in v.table]
-                cols.append([table[c] for c in v.codes.tolist()])
+                if len(v) and (v.codes == v.codes[0]).all():
+                    same = table[v.codes[0]]
+                else:
+                    cols.append([table[c] for c in v.codes.tolist()])
+            elif isinstance(v, np.ndarray) and len(v) and (v == v[0]).all():
+                same = enc(v[0].item())
             elif isinstance(v, np.ndarray) and v.dtype == bool:
                 cols.append(["true" if x else "false" for x in v.tolist()])
             elif isinstance(v, np.ndarray):
@@ -501,8 +507,11 @@ class RecordList(Sequence):
             else:                   # the notes: python objects
                 memo: dict = {}
                 cols.append([memo[x] if x in memo else memo.setdefault(x, enc(x)) for x in v])
-        # (field and note names are identifiers: no braces besides the placeholders)
-        template = "{{" + ",".join(enc(n) + ":{}" for n in names) + "}}"
+            # constant columns go into the format itself (braces doubled), the rest are placeholders
+            parts.append(enc(name) + ":" + ("{}" if same is None else same.replace("{", "{{").replace("}", "}}")))
+        template = "{{" + ",".join(parts) + "}}"
+        if not cols:
+            return [template.format()] * len(self)
         return list(map(template.format, *cols))
 
 
