@@ -221,14 +221,17 @@ def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: 
 # (the objects are read once while in cache; a pass per field costs as much per field). The
 # first eight with the address's offset in its word and its DAC flag are the shape key.
 _FIELDS = ("command", "pcix", "termination", "devsel", "initial_waits", "wait_every", "nbytes", "width",
-           "start", "clocks", "address", "data", "data_off", "master", "requester", "tag", "byte_count",
-           "purpose", "packet")
-_ROW = operator.attrgetter(*_FIELDS)
+           "start", "clocks", "address", "data", "data_off", "master", "purpose", "packet")
+_PCIX_FIELDS = ("requester", "tag", "byte_count")      # read on PCI-X buses only
+_ROWS = {False: (_FIELDS, operator.attrgetter(*_FIELDS)),
+         True: (_FIELDS + _PCIX_FIELDS, operator.attrgetter(*_FIELDS, *_PCIX_FIELDS))}
 
 
-def txn_columns(txns) -> dict[str, tuple]:
-    """Field name -> the tuple of that field over ``txns`` (one pass, C loops)."""
-    return dict(zip(_FIELDS, zip(*map(_ROW, txns))))
+def txn_columns(txns, pcix: bool = True) -> dict[str, tuple]:
+    """Field name -> the tuple of that field over ``txns`` (one pass, C loops); the PCI-X
+    fields (requester, tag, byte count) only when ``pcix``."""
+    names, row = _ROWS[pcix]
+    return dict(zip(names, zip(*map(row, txns))))
 
 
 def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, with_ad, tail, total_clocks, lean):
@@ -242,7 +245,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     n = len(txns)
     if n == 0:
         raise _Irregular            # nothing to speed up: the TxnSpec path draws the idle bus
-    cols = txn_columns(txns)
+    cols = txn_columns(txns, pcix)
     try:
         addr = np.array(cols["address"], u64)      # negative or beyond 64 bits: the TxnSpec path says so
     except OverflowError:
