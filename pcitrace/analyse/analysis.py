@@ -28,7 +28,7 @@ class AnalysisOptions:
     csr_split_factor: float = 3.0        # no AD: ... unless the gap is this many times the usual one (0 = off)
     classification: str = "auto"         # auto | gnt+bar | gnt | bar | length
     csr_max_data_phases: int = 1         # 'length' / 'gnt' rules: CSR accesses are this short
-    transfer_gap_clocks: int = 16        # AD: a master-ended burst continued this soon at the next address is one transfer
+    transfer_gap_clocks: int = 16        # AD: a master-ended burst continued this soon at the next address is one transfer; no AD: the NIC resumes a cut burst within this
     descriptor_gap_clocks: int = 32      # no C/BE#: a small transfer this close before frame data is its descriptor
     descriptor_bytes: int = 16           # one DMA descriptor (Intel PRO/1000, most NICs)
     max_control_bytes: int = 64          # DMA transfers up to this size are descriptors / status, larger = frame data
@@ -188,7 +188,7 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     bursts = pk.dma_bursts(records, classes, dirs, T, facts.width)
     transfers = pk.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
                                  period_ps=T, max_control_bytes=o.max_control_bytes,
-                                 descriptor_gap_ps=o.descriptor_gap_clocks * T)
+                                 descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy)
     data_dma = np.zeros(len(records), bool)
     if bursts.size:
         data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == pk.DATA

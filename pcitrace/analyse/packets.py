@@ -17,7 +17,15 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   next burst starts where the previous one stopped (address + bytes; a PCI-X split request
   advances by its byte count) and split completions continue the read they answer. Without AD:
   a burst the target cut short (retry, disconnect, split response) continues in the next burst
-  of the same direction.
+  of the same direction, and the first burst the master ended itself is the transfer's last
+  (the rest of the buffer, however small: on a bus the bridge cuts every read at 128 bytes, a
+  frame ends with a small piece) unless it has the shape of the NIC's own small transfers
+  (data phases, target waits, DEVSEL# speed). Those shapes are learnt from the NIC's small
+  bursts that came more than ``transfer_gap_clocks`` of bus idle time after any cut burst: the NIC
+  asks for the bus again at once for the rest of a buffer the target cut, so such a burst is a
+  descriptor fetch or write-back of its own (_control_shapes). A fetch or write-back landing
+  amid a frame's bursts then stands alone; a buffer whose last piece has exactly their shape
+  runs into the next buffer.
 - A transfer of more than ``max_control_bytes`` (default 64: four 16-byte descriptors) is frame
   **data**; a smaller read is a **descriptor fetch**, a smaller write a **status write-back**.
   With AD, a read holding the address of a write-back, or starting within 4 KiB of one, is a
@@ -186,8 +194,36 @@ RING_NEAR_BYTES = 4096
 _TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
 
 
+def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, gap_ps: float,
+                    period_ps: float, max_control_bytes: int, busy: BusyTime | None) -> set:
+    """Shapes (direction, data phases, target waits, DEVSEL# speed) of the NIC's own small
+    transfers (descriptor fetches, status write-backs), without AD.
+
+    The NIC asks for the bus again at once when the target cuts a burst short, for the rest of
+    the buffer; so a small burst the master ended itself that comes more than ``gap_ps`` of bus
+    idle time after the last cut burst is not the end of a buffer but a transfer of its own.
+    Those bursts show every shape the NIC's control transfers take (a fetch is a read the bridge
+    answers late, a write-back a posted write; each moves whole descriptors)."""
+    term = rec["termination"]
+    cut = np.isin(term, _TARGET_ENDED)
+    own = (rec["bytes"] <= max_control_bytes) & ~cut & (rec["command"] != "split_completion")
+    if not own.any():
+        return set()
+    pos = np.where(cut, np.arange(rec.size), -1)
+    last_cut = np.r_[-1, np.maximum.accumulate(pos)[:-1]]
+    prev_end = np.where(last_cut >= 0, end[np.maximum(last_cut, 0)], np.iinfo(np.int64).min // 2)
+    idle = (start - prev_end - period_ps).astype(np.float64)
+    if busy is not None:
+        has = last_cut >= 0
+        idle[has] -= busy.between(prev_end[has] + period_ps, start[has])
+    alone = own & ((last_cut < 0) | (idle > gap_ps))
+    return set(zip(d[alone].tolist(), rec["data_phases"][alone].tolist(), rec["target_waits"][alone].tolist(),
+                   rec["devsel"][alone].tolist()))
+
+
 def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
-                  gap_ps: float, period_ps: float, max_control_bytes: int) -> np.ndarray:
+                  gap_ps: float, period_ps: float, max_control_bytes: int,
+                  busy: BusyTime | None = None) -> np.ndarray:
     """Transfer number per burst (numbered in order of first burst).
 
     NICs interleave: a descriptor fetch for the next frame may fall between two bursts of this
@@ -197,8 +233,10 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     on within ``gap_ps`` (a master splitting a buffer itself); a split completion continues the
     request with its requester and tag (without AD: the latest read).
     Without AD: a transfer the target cut short (retry, disconnect, split response) stays open
-    and the next burst in its direction continues it, unless that burst is a small one the master
-    ended itself (an interleaved descriptor fetch / write-back), which stands alone.
+    and the next burst in its direction continues it. A small burst the master ended itself is
+    the rest of the buffer (the transfer's last burst) unless it has the shape of one of the
+    NIC's control transfers (_control_shapes: an interleaved descriptor fetch / write-back),
+    which stands alone; when no such shape is known, every small burst stands alone.
     """
     m = rec.size
     tid = np.empty(m, np.int64)
@@ -218,6 +256,12 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     tag = rec["tag"].tolist()
     last_end: dict = {}        # transfer -> end time of its last burst
     target_ended: dict = {}    # transfer -> its last burst was cut short by the target
+    control: set = set()
+    if not have_ad:
+        control = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
+                                  max_control_bytes=max_control_bytes, busy=busy)
+        shapes = list(zip(dirs, rec["data_phases"].tolist(), rec["target_waits"].tolist(),
+                          rec["devsel"].tolist()))
     for i in range(m):
         t = -1
         if cmd[i] == "split_completion":
@@ -239,6 +283,8 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
         else:
             o = open_by_dir.get(dirs[i], -1)
             small_own = nbytes[i] <= max_control_bytes and term[i] not in _TARGET_ENDED
+            if small_own and control and shapes[i] not in control:
+                small_own = False          # the rest of a buffer the target cut
             if o >= 0 and not small_own:
                 t = o
         if t < 0:
@@ -270,15 +316,16 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
 
 def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
                   gap_ps: float, period_ps: float, max_control_bytes: int,
-                  descriptor_gap_ps: float) -> np.ndarray:
-    """Group bursts into transfers (fills bursts['transfer']) and label each transfer's kind."""
+                  descriptor_gap_ps: float, busy: BusyTime | None = None) -> np.ndarray:
+    """Group bursts into transfers (fills bursts['transfer']) and label each transfer's kind
+    (``busy``: the bus's busy time, for the idle time between bursts without AD)."""
     m = bursts.size
     if m == 0:
         return np.zeros(0, TRANSFER_DTYPE)
     rec = records[bursts["record"]]
     d = bursts["direction"]
     tid = _group_bursts(rec, d, bursts["start_ps"], bursts["end_ps"], have_ad=have_ad, gap_ps=gap_ps,
-                        period_ps=period_ps, max_control_bytes=max_control_bytes)
+                        period_ps=period_ps, max_control_bytes=max_control_bytes, busy=busy)
     bursts["transfer"] = tid
     # Transfers are numbered by their first burst, so heads are where a new number first appears.
     first_seen = np.r_[True, tid[1:] > np.maximum.accumulate(tid)[:-1]]

@@ -156,3 +156,79 @@ def test_simulated_buses_equal_truth(params):
     others = a.groups[~a.groups["setup"]]
     overlap = [(o["start_ps"] < s["end_ps"]) & (o["end_ps"] > s["start_ps"]) for s in setups for o in others]
     assert any(overlap)
+
+
+def _stream_without_ad(interleave):
+    """No AD / C/BE#, a bridge that cuts every read at 16 data phases (128 bytes): per frame a
+    descriptor fetch (2 phases, read: 3 waits), the frame in 4 cut bursts and a 5-phase rest,
+    a status write-back (2 phases, posted: 1 wait). ``interleave`` maps frame number to the
+    control burst ('fetch' / 'wb') that lands between its second and third data burst."""
+    from .builders import txn
+    rows, c = [], 100
+    fetch = dict(command="unknown", data_phases=2, target_waits=3)
+    wb = dict(command="unknown", data_phases=2, target_waits=1)
+    cut = dict(command="unknown", data_phases=16, target_waits=3, termination="disconnect_with_data")
+    for i in range(6):
+        rows.append(txn(c, 6, **fetch))
+        t = c + 10
+        for k in range(4):
+            rows.append(txn(t, 20, **cut))
+            t += 22
+            if k == 1 and i in interleave:
+                rows.append(txn(t, 6 if interleave[i] == "fetch" else 4,
+                                **(fetch if interleave[i] == "fetch" else wb)))
+                t += 8
+        rows.append(txn(t, 9, command="unknown", data_phases=5, target_waits=3))      # the rest
+        rows.append(txn(t + 40, 4, **wb))
+        c += 400
+    return rows
+
+
+@pytest.mark.parametrize("interleave", [{}, {2: "fetch", 4: "wb"}], ids=["alone", "interleaved"])
+def test_without_ad_a_cut_transfer_ends_with_the_rest_of_its_buffer(interleave):
+    # Every data burst is cut by the target, so "a cut burst is continued by the next one" would
+    # run all frames into one transfer. The NIC's own small transfers away from any cut read
+    # show the shapes of its fetches and write-backs; a small burst of another shape that
+    # continues a cut read is the rest of the buffer and ends the transfer.
+    from pcitrace.analyse.classify import DMA, UNKNOWN_DIR
+    from pcitrace.decode.records import records_from_dicts
+
+    from .builders import T_PS
+    recs = records_from_dicts(_stream_without_ad(interleave))
+    classes = np.full(len(recs), DMA, np.int8)
+    dirs = np.full(len(recs), UNKNOWN_DIR, np.int8)
+    bursts = pk.dma_bursts(recs, classes, dirs, T_PS, 64)
+    t = pk.dma_transfers(recs, classes, bursts, have_ad=False, gap_ps=16 * T_PS, period_ps=T_PS,
+                         max_control_bytes=64, descriptor_gap_ps=32 * T_PS)
+    data = t[t["kind"] == pk.DATA]
+    assert data["bytes"].tolist() == [4 * 128 + 40] * 6
+    assert data["bursts"].tolist() == [5] * 6
+    # the fetch / write-back amid a frame stays a transfer of its own
+    assert (t["kind"] != pk.DATA).sum() == 12 + len(interleave)
+    assert (t[t["kind"] != pk.DATA]["bytes"] == 16).all()
+
+
+# (AD, MHz, CPU clocks between PIO accesses, ISR reads, spacing us, (coalesce packets, us), seed,
+# saturated bridge): control only on a bus the bridge cuts every read of at 128 bytes; the
+# NIC's fetch or write-back lands amid a frame's bursts in most of these
+SATURATED_WITHOUT_AD = [
+    (False, 33, 9, 2, 11.0, (1, 0.0), 2, True),
+    (False, 33, 9, 2, 9.0, (3, 25.0), 3, True),      # backlog and coalescence
+    (False, 66, 18, 3, 13.0, (1, 0.0), 2, True),
+]
+
+
+@pytest.mark.parametrize("params", SATURATED_WITHOUT_AD, ids=lambda p: "{}mhz-gap{}-{}us-coal{}-s{}".format(
+    p[1], p[2], p[4], p[5][0], p[6]))
+def test_saturated_bus_without_ad_equals_truth(params):
+    res = simulate(scenario_from_dict(_scenario(*params)))
+    a = analyse(decode_capture(res.capture, res.profile)).buses["send"]
+    assert compare(a, res.truth, "send", tol_ps=res.truth["buses"]["send"]["period_ps"]) == []
+    # ... and frames' bursts were interleaved with the NIC's small transfers
+    b = a.bursts
+    inside = 0
+    for tr in np.flatnonzero(a.transfers["kind"] == pk.DATA):
+        mine = np.flatnonzero(b["transfer"] == tr)
+        inside += int(((b["transfer"][mine[0]:mine[-1]] != tr)
+                       & (a.transfers["kind"][b["transfer"][mine[0]:mine[-1]]] != pk.DATA)).sum())
+    assert inside > 0
