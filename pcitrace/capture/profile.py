@@ -555,8 +555,10 @@ def _invert(bus: BusProfile, sig: str, a: np.ndarray, widths: dict[str, int]) ->
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    # one part (reads the size of a chunk, the usual case) is passed on without a copy
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    # one part (reads the size of a chunk, the usual case; the last chunk's empty remainder
+    # aside) is passed on without a copy
+    full = [p for p in parts if len(p)]
+    return full[0] if len(full) == 1 else np.concatenate(parts)
 
 
 def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
