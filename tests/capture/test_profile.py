@@ -271,3 +271,27 @@ b0 #
     assert by["recv"].signals["irdy_n"] == "recv.IRDY_N"
     got = list(bus_clocks(cap, by["recv"]))
     assert got[0].times_ps.tolist() == [10_000] and got[0].sig["frame_n"].tolist() == [1]
+
+
+def test_bus_clocks_passes_chunk_sized_reads_on_without_copying(tmp_path, monkeypatch):
+    # A state .sr read in blocks of exactly chunk_clocks: each block is a chunk as it is (a
+    # copy per chunk once cost a quarter of a 64-bit decode).
+    rng = np.random.default_rng(3)
+    n = 5000
+    arrays = {"FRAME#": rng.integers(0, 2, n).astype(np.uint8),
+              "AD": rng.integers(0, 2**63, n, dtype=np.uint64)}
+    path = tmp_path / "s.sr"
+    write_sr(Capture.from_arrays(arrays, TimeBase.state(clock_hz=66e6), widths={"AD": 64}), path)
+    cap = open_capture(path)
+    bus = BusProfile("b", signals={"frame_n": "FRAME#", "ad": [f"AD{i}" for i in range(64)]})
+    import pcitrace.capture.profile as profile_mod
+
+    joins = []
+    real = np.concatenate
+    monkeypatch.setattr(profile_mod.np, "concatenate", lambda parts, *a, **k: joins.append(1) or real(parts, *a, **k))
+    chunks = list(bus_clocks(cap, bus, chunk_clocks=1000))
+    monkeypatch.undo()
+    assert [len(c) for c in chunks] == [1000] * 5
+    assert joins == []
+    assert np.array_equal(np.concatenate([c.sig["ad"] for c in chunks]), arrays["AD"])
+    assert np.array_equal(np.concatenate([c.sig["frame_n"] for c in chunks]), arrays["FRAME#"])
