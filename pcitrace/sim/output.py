@@ -724,8 +724,8 @@ def truth_json(truth: dict) -> str:
         elif isinstance(v, dict) and v:
             body = ",\n".join(f"{json.dumps(kk)}: {enc(vv)}" for kk, vv in v.items())
             parts.append(f"{json.dumps(k)}: {{\n{body}\n}}")
-        else:
-            parts.append(f"{json.dumps(k)}: {json.dumps(v)}")
+        else:                       # (an empty record list is an empty JSON list too)
+            parts.append(f"{json.dumps(k)}: {json.dumps([] if isinstance(v, RecordList) else v)}")
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 

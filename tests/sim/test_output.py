@@ -360,3 +360,11 @@ def test_stretched_scenarios_simulate_exactly_as_before_the_fast_paths(mode, kin
         h.update(str(data[name].dtype).encode())
         h.update(data[name].tobytes())
     assert (len(r.truth["records"]), h.hexdigest()) == STRETCHED[(mode, kind)]
+
+
+def test_a_capture_without_transactions_writes_its_truth(tmp_path):
+    # too short for the first send: no transaction on the bus, an empty records list
+    r = simulate(scenario_from_dict({"duration_us": 1.5, "mode": "state", "bus": [{"name": "send", "pc": "a"}]}))
+    assert len(r.truth["records"]) == 0
+    _, _, truth_path = write_outputs(r, tmp_path / "empty.sr")
+    assert load_truth(truth_path)["records"] == []
