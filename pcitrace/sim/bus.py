@@ -675,16 +675,21 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     nb = sh_nruns[t_shape_a] if ntx else np.zeros(0, i64)
     n_body = int(nb.sum())
     tot_runs = n_body + ntx + 1
-    tb = np.repeat(np.arange(ntx), nb)
-    bstart = np.cumsum(nb) - nb
-    k = np.arange(n_body)
-    bi = np.repeat(sh_off[t_shape_a] - bstart, nb) + k if ntx else np.zeros(0, i64)
+    # Run-level arrays (millions of runs at tens of millions of clocks) in 32 bits when every
+    # clock, run and word index fits: half the memory to fault in and to stream through.
+    ri = np.int32 if max(total, tot_runs, n_words + len(h_ad)) < (1 << 31) - 1 else i64
+    nb = nb.astype(ri)
+    tb = np.repeat(np.arange(ntx, dtype=ri), nb)
+    bstart = np.cumsum(nb, dtype=i64) - nb
+    k = np.arange(n_body, dtype=ri)
+    bi = (np.repeat((sh_off[t_shape_a] - bstart).astype(ri), nb) + k) if ntx else np.zeros(0, ri)
     body_at = k + tb + 1
+    del k
     idle_runs = np.append(bstart + np.arange(ntx), tot_runs - 1)
     r_code = np.full(tot_runs, IDLE, np.uint8)
-    r_len = np.zeros(tot_runs, i64)
-    r_word = np.zeros(tot_runs, i64)
-    r_step = np.zeros(tot_runs, i64)
+    r_len = np.zeros(tot_runs, ri)
+    r_word = np.zeros(tot_runs, ri)
+    r_step = np.zeros(tot_runs, ri)
     r_code[body_at] = all_code[bi]
     r_len[body_at] = all_len[bi]
     # A run's first word: source 0 = header entry -(hbase + off) - 1, 1 = data word dbase + off,
@@ -697,6 +702,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     base = np.concatenate((-np.asarray(t_hbase, i64) - 1, np.asarray(t_dbase, i64), -np.asarray(t_pend, i64) - 1))
     r_word[body_at] = base[sh_src[bi] * ntx + tb] + sgn_off[bi]
     r_step[body_at] = sgn_step[bi]
+    del tb, bi, body_at
     r_len[idle_runs[:-1]] = np.asarray(t_idle, i64)
     r_len[-1] = total - clock
     # idle runs hold whatever the previous run left on AD
