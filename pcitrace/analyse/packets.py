@@ -19,13 +19,13 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   a burst the target cut short (retry, disconnect, split response) continues in the next burst
   of the same direction, and the first burst the master ended itself is the transfer's last
   (the rest of the buffer, however small: on a bus the bridge cuts every read at 128 bytes, a
-  frame ends with a small piece) unless it has the shape of the NIC's own small transfers
-  (data phases, target waits, DEVSEL# speed). Those shapes are learnt from the NIC's small
-  bursts that came more than ``transfer_gap_clocks`` of bus idle time after any cut burst: the NIC
-  asks for the bus again at once for the rest of a buffer the target cut, so such a burst is a
-  descriptor fetch or write-back of its own (_control_shapes). A fetch or write-back landing
-  amid a frame's bursts then stands alone; a buffer whose last piece has exactly their shape
-  runs into the next buffer.
+  frame ends with a small piece). The NIC asks for the bus again at once (within
+  ``transfer_gap_clocks`` of bus idle time) for the rest of a buffer the target cut, so a small
+  burst amid a buffer's bursts is its last piece when no burst follows it at once; when one
+  does, it is an interleaved descriptor fetch / write-back if it has the shape of the NIC's own
+  small transfers (data phases, target waits, DEVSEL# speed: _control_shapes, those seen away
+  from any cut burst, or amid a buffer but never as a sure last piece). A last piece with
+  exactly a fetch's shape that the next buffer follows at once runs into it.
 - A transfer of more than ``max_control_bytes`` (default 64: four 16-byte descriptors) is frame
   **data**; a smaller read is a **descriptor fetch**, a smaller write a **status write-back**.
   With AD, a read holding the address of a write-back, or starting within 4 KiB of one, is a
@@ -194,31 +194,48 @@ RING_NEAR_BYTES = 4096
 _TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
 
 
-def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, gap_ps: float,
-                    period_ps: float, max_control_bytes: int, busy: BusyTime | None) -> set:
-    """Shapes (direction, data phases, target waits, DEVSEL# speed) of the NIC's own small
-    transfers (descriptor fetches, status write-backs), without AD.
+def _idle_between(a_end: np.ndarray, b_start: np.ndarray, period_ps: float, busy: BusyTime | None) -> np.ndarray:
+    """Bus idle time from the end clock of one transaction to the start of another (ps)."""
+    idle = (b_start - a_end - period_ps).astype(np.float64)
+    if busy is not None and idle.size:
+        idle -= busy.between(a_end + period_ps, b_start)
+    return idle
 
-    The NIC asks for the bus again at once when the target cuts a burst short, for the rest of
-    the buffer; so a small burst the master ended itself that comes more than ``gap_ps`` of bus
-    idle time after the last cut burst is not the end of a buffer but a transfer of its own.
-    Those bursts show every shape the NIC's control transfers take (a fetch is a read the bridge
-    answers late, a write-back a posted write; each moves whole descriptors)."""
-    term = rec["termination"]
-    cut = np.isin(term, _TARGET_ENDED)
+
+def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, gap_ps: float,
+                    period_ps: float, max_control_bytes: int,
+                    busy: BusyTime | None) -> tuple[set, np.ndarray]:
+    """(shapes, resumed): the shapes (direction, data phases, target waits, DEVSEL# speed) of
+    the NIC's own small transfers (descriptor fetches, status write-backs) without AD, and per
+    burst whether the NIC's next burst in its direction came within ``gap_ps`` of bus idle time.
+
+    After the target cuts a burst short the NIC asks for the bus again at once for the rest of
+    the buffer. So a small burst the master ended itself is a transfer of its own (a fetch or
+    write-back) when it came more than ``gap_ps`` after every cut burst, and one that came right
+    after a cut burst is the buffer's last piece for sure when no burst follows it at once (the
+    buffer would go on). A shape seen in the first case, or seen right after a cut burst with
+    a burst following at once and never as such a sure last piece, is a control shape."""
+    m = rec.size
+    cut = np.isin(rec["termination"], _TARGET_ENDED)
     own = (rec["bytes"] <= max_control_bytes) & ~cut & (rec["command"] != "split_completion")
-    if not own.any():
-        return set()
-    pos = np.where(cut, np.arange(rec.size), -1)
-    last_cut = np.r_[-1, np.maximum.accumulate(pos)[:-1]]
-    prev_end = np.where(last_cut >= 0, end[np.maximum(last_cut, 0)], np.iinfo(np.int64).min // 2)
-    idle = (start - prev_end - period_ps).astype(np.float64)
-    if busy is not None:
+    resumed = np.zeros(m, bool)
+    after_cut = np.zeros(m, bool)
+    for dv in np.unique(d).tolist():
+        sel = np.flatnonzero(d == dv)
+        if sel.size > 1:
+            resumed[sel[:-1]] = _idle_between(end[sel[:-1]], start[sel[1:]], period_ps, busy) <= gap_ps
+        pos = np.where(cut[sel], np.arange(sel.size), -1)
+        last_cut = np.r_[-1, np.maximum.accumulate(pos)[:-1]] if sel.size else pos
         has = last_cut >= 0
-        idle[has] -= busy.between(prev_end[has] + period_ps, start[has])
-    alone = own & ((last_cut < 0) | (idle > gap_ps))
-    return set(zip(d[alone].tolist(), rec["data_phases"][alone].tolist(), rec["target_waits"][alone].tolist(),
-                   rec["devsel"][alone].tolist()))
+        after_cut[sel[has]] = _idle_between(end[sel[last_cut[has]]], start[sel[has]], period_ps, busy) <= gap_ps
+    if not own.any():
+        return set(), resumed
+    def shapes(mask):
+        i = np.flatnonzero(own & mask)
+        return set(zip(d[i].tolist(), rec["data_phases"][i].tolist(), rec["target_waits"][i].tolist(),
+                       rec["devsel"][i].tolist()))
+
+    return shapes(~after_cut) | (shapes(after_cut & resumed) - shapes(after_cut & ~resumed)), resumed
 
 
 def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
@@ -234,9 +251,10 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     request with its requester and tag (without AD: the latest read).
     Without AD: a transfer the target cut short (retry, disconnect, split response) stays open
     and the next burst in its direction continues it. A small burst the master ended itself is
-    the rest of the buffer (the transfer's last burst) unless it has the shape of one of the
-    NIC's control transfers (_control_shapes: an interleaved descriptor fetch / write-back),
-    which stands alone; when no such shape is known, every small burst stands alone.
+    the rest of the buffer (the transfer's last burst) when no burst follows it at once, or
+    when it does not have the shape of one of the NIC's control transfers (_control_shapes);
+    otherwise it is an interleaved descriptor fetch / write-back and stands alone (so does
+    every small burst followed at once when no control shape is known).
     """
     m = rec.size
     tid = np.empty(m, np.int64)
@@ -258,10 +276,9 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     target_ended: dict = {}    # transfer -> its last burst was cut short by the target
     control: set = set()
     if not have_ad:
-        control = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
-                                  max_control_bytes=max_control_bytes, busy=busy)
-        shapes = list(zip(dirs, rec["data_phases"].tolist(), rec["target_waits"].tolist(),
-                          rec["devsel"].tolist()))
+        control, resumed = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
+                                           max_control_bytes=max_control_bytes, busy=busy)
+        phases, twaits, devsel = rec["data_phases"].tolist(), rec["target_waits"].tolist(), rec["devsel"].tolist()
     for i in range(m):
         t = -1
         if cmd[i] == "split_completion":
@@ -283,8 +300,10 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
         else:
             o = open_by_dir.get(dirs[i], -1)
             small_own = nbytes[i] <= max_control_bytes and term[i] not in _TARGET_ENDED
-            if small_own and control and shapes[i] not in control:
-                small_own = False          # the rest of a buffer the target cut
+            if small_own and o >= 0 and (not resumed[i] or (control and (dirs[i], phases[i], twaits[i], devsel[i]) not in control)):
+                # the rest of a buffer the target cut: nothing goes on with it at once, or it
+                # does not have the shape of the NIC's own small transfers
+                small_own = False
             if o >= 0 and not small_own:
                 t = o
         if t < 0:
