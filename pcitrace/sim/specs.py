@@ -271,8 +271,8 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     for key, i in first:
         kinds[key] = len(kt)
         kt.append(_kind(txns[i], -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
-    kid = list(map(kinds.__getitem__, keys))
-    kind_a = np.array(kid, i64)
+    kind_a = np.array(list(map(kinds.__getitem__, keys)), i64)
+    del keys, first
     col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a]   # noqa: E731
     t_shape = col(10, i64)
     t_cmd = col(1, i64)
@@ -304,65 +304,8 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     nbytes = np.array(cols["nbytes"], i64)
     datas = cols["data"]
     offs = np.array(cols["data_off"], i64)
-    single = np.flatnonzero((t_P > 0) & (k_single > 0))
-    if len(single):
-        sl = single.tolist()
-        ds = [datas[i] for i in sl]
-        n_s = nbytes[single]
-        lens = np.fromiter(map(len, ds), i64, len(ds))
-        if (lens == n_s).all() and not offs[single].any() and (n_s == n_s[0]).all() and n_s[0] in (1, 2, 4, 8):
-            # the usual case (CSR accesses): each buffer is exactly its word's bytes
-            vals = np.frombuffer(b"".join(ds), f"<u{n_s[0]}").astype(u64)
-        else:
-            o_l, n_l = offs[single].tolist(), n_s.tolist()
-            chunks = [d[o:o + m] if d else None for d, o, m in zip(ds, o_l, n_l)]
-            if any(c is not None and len(c) != m for c, m in zip(chunks, n_l)):
-                raise _Irregular
-            vals = np.array([int.from_bytes(c, "little") if c is not None else 0 for c in chunks], u64)
-        all_ad[t_dbase[single]] = vals << (k_single[single] - 1).astype(u64)
-    burst = np.flatnonzero((t_P > 0) & (k_single == 0))
-    if len(burst):
-        # Bursts read their buffer's words (a frame, shared by its bursts) from one pool of every
-        # buffer, zero-padded to whole words. A burst within the buffer's whole words takes them as
-        # they are; one that ends with the buffer takes the padded last word, which is what
-        # _words gives (bytes past the burst zero); any other burst (unaligned, or ending inside
-        # a partial word before the buffer ends) goes through _words itself.
-        bl = burst.tolist()
-        bwb = wb[burst]
-        bd = [datas[i] for i in bl]
-        bkeys = list(zip(map(id, bd), bwb.tolist()))
-        uniq = dict(zip(bkeys, bd))
-        ui = {k: j for j, k in enumerate(uniq)}
-        src = np.array(list(map(ui.__getitem__, bkeys)), i64)
-        blen = np.array(list(map(len, uniq.values())), i64)
-        uwb = np.array([k[1] for k in uniq], i64)
-        nwords = -(-blen // uwb)
-        pools = []
-        for w in (8, 4):
-            sel = [d + bytes(-len(d) % w) for (_, ww), d in uniq.items() if ww == w]
-            if sel:
-                raw = b"".join(sel)
-                pools.append(np.frombuffer(raw, "<u8") if w == 8 else np.frombuffer(raw, "<u4").astype(u64))
-        pool = np.concatenate(pools) if len(pools) > 1 else pools[0]
-        order = np.concatenate([np.flatnonzero(uwb == 8), np.flatnonzero(uwb == 4)])
-        ubase = np.empty(len(uniq), i64)
-        ubase[order] = np.cumsum(nwords[order]) - nwords[order]
-        P_b = t_P[burst]
-        off_b = offs[burst]
-        o_b = off_b // bwb
-        L = blen[src]
-        have = k_aligned[burst] & (off_b % bwb == 0) & (L > 0) & (
-            (o_b + P_b <= L // bwb) | ((off_b + nbytes[burst] == L) & (o_b + P_b == nwords[src])))
-        if have.any():
-            P_h = P_b[have]
-            k = np.arange(int(P_h.sum()), dtype=i64)
-            before = np.cumsum(P_h) - P_h
-            all_ad[np.repeat(t_dbase[burst[have]] - before, P_h) + k] = \
-                pool[np.repeat(ubase[src[have]] + o_b[have] - before, P_h) + k]
-        for j in np.flatnonzero(~have).tolist():
-            i = bl[j]
-            w = np.asarray(_words(txns[i])[0], u64)
-            all_ad[t_dbase[i]:t_dbase[i] + len(w)] = w
+    _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad)
+    del datas
     be_off = np.cumsum([len(b) for b in kind_be]) - [len(b) for b in kind_be]
     be_flat = np.concatenate(kind_be).astype(np.uint8)
     all_be = be_flat[np.repeat(np.asarray(be_off, i64)[kind_a] - t_dbase, t_P) + np.arange(nd)] \
@@ -427,15 +370,83 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
                                 fix="name an existing data phase")
         par_flips.append((-1 - (int(t_dbase[i]) + pe), i, f"data phase {pe}"))
     t_master = np.array(list(map(MASTER_INDEX.__getitem__, cols["master"])), i64)
+    purpose, packet, pcix_col = cols["purpose"], cols["packet"], cols["pcix"]
+    del cols                # (the Txn fields as tuples: tens of MB at tens of millions of clocks)
     rb = B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
                        t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], ad_a, cbe_a,
                        all_ad, all_be, nd, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
                        masters=MASTERS, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
                        total_clocks=total_clocks, lean=lean)
     # what the truth needs of the transactions besides the records: no second pass over them
-    rb.txn_columns = {"start": starts, "end": ends, "master": t_master, "purpose": cols["purpose"],
-                      "packet": cols["packet"], "pcix": cols["pcix"]}
+    rb.txn_columns = {"start": starts, "end": ends, "master": t_master, "purpose": purpose,
+                      "packet": packet, "pcix": pcix_col}
     return rb
+
+
+def _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad) -> None:
+    """Fill ``all_ad`` with every transaction's data words (a function of its own: its
+    temporaries - the burst pool and buffer lists, tens of MB at tens of millions of clocks -
+    are gone before the renderer assembles the bus)."""
+    u64, i64 = np.uint64, np.int64
+    single = np.flatnonzero((t_P > 0) & (k_single > 0))
+    if len(single):
+        sl = single.tolist()
+        ds = [datas[i] for i in sl]
+        n_s = nbytes[single]
+        lens = np.fromiter(map(len, ds), i64, len(ds))
+        if (lens == n_s).all() and not offs[single].any() and (n_s == n_s[0]).all() and n_s[0] in (1, 2, 4, 8):
+            # the usual case (CSR accesses): each buffer is exactly its word's bytes
+            vals = np.frombuffer(b"".join(ds), f"<u{n_s[0]}").astype(u64)
+        else:
+            o_l, n_l = offs[single].tolist(), n_s.tolist()
+            chunks = [d[o:o + m] if d else None for d, o, m in zip(ds, o_l, n_l)]
+            if any(c is not None and len(c) != m for c, m in zip(chunks, n_l)):
+                raise _Irregular
+            vals = np.array([int.from_bytes(c, "little") if c is not None else 0 for c in chunks], u64)
+        all_ad[t_dbase[single]] = vals << (k_single[single] - 1).astype(u64)
+    burst = np.flatnonzero((t_P > 0) & (k_single == 0))
+    if len(burst):
+        # Bursts read their buffer's words (a frame, shared by its bursts) from one pool of every
+        # buffer, zero-padded to whole words. A burst within the buffer's whole words takes them as
+        # they are; one that ends with the buffer takes the padded last word, which is what
+        # _words gives (bytes past the burst zero); any other burst (unaligned, or ending inside
+        # a partial word before the buffer ends) goes through _words itself.
+        bl = burst.tolist()
+        bwb = wb[burst]
+        bd = [datas[i] for i in bl]
+        bkeys = list(zip(map(id, bd), bwb.tolist()))
+        uniq = dict(zip(bkeys, bd))
+        ui = {k: j for j, k in enumerate(uniq)}
+        src = np.array(list(map(ui.__getitem__, bkeys)), i64)
+        blen = np.array(list(map(len, uniq.values())), i64)
+        uwb = np.array([k[1] for k in uniq], i64)
+        nwords = -(-blen // uwb)
+        pools = []
+        for w in (8, 4):
+            sel = [d + bytes(-len(d) % w) for (_, ww), d in uniq.items() if ww == w]
+            if sel:
+                raw = b"".join(sel)
+                pools.append(np.frombuffer(raw, "<u8") if w == 8 else np.frombuffer(raw, "<u4").astype(u64))
+        pool = np.concatenate(pools) if len(pools) > 1 else pools[0]
+        order = np.concatenate([np.flatnonzero(uwb == 8), np.flatnonzero(uwb == 4)])
+        ubase = np.empty(len(uniq), i64)
+        ubase[order] = np.cumsum(nwords[order]) - nwords[order]
+        P_b = t_P[burst]
+        off_b = offs[burst]
+        o_b = off_b // bwb
+        L = blen[src]
+        have = k_aligned[burst] & (off_b % bwb == 0) & (L > 0) & (
+            (o_b + P_b <= L // bwb) | ((off_b + nbytes[burst] == L) & (o_b + P_b == nwords[src])))
+        if have.any():
+            P_h = P_b[have]
+            k = np.arange(int(P_h.sum()), dtype=i64)
+            before = np.cumsum(P_h) - P_h
+            all_ad[np.repeat(t_dbase[burst[have]] - before, P_h) + k] = \
+                pool[np.repeat(ubase[src[have]] + o_b[have] - before, P_h) + k]
+        for j in np.flatnonzero(~have).tolist():
+            i = bl[j]
+            w = np.asarray(_words(txns[i])[0], u64)
+            all_ad[t_dbase[i]:t_dbase[i] + len(w)] = w
 
 
 def _kind(t: Txn, prev_end: int, ki: int, pcix: bool, width: int, with_ad: bool, reads, shapes, shape_list,
