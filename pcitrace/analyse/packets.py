@@ -213,21 +213,28 @@ def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.n
     the buffer. So a small burst the master ended itself is a transfer of its own (a fetch or
     write-back) when it came more than ``gap_ps`` after every cut burst, and one that came right
     after a cut burst is the buffer's last piece for sure when no burst follows it at once (the
-    buffer would go on). A shape seen in the first case, or seen right after a cut burst with
-    a burst following at once and never as such a sure last piece, is a control shape."""
+    buffer would go on). A shape seen in the first case, or seen amid an open buffer (no large
+    burst the master ended since its last cut one) with a burst following at once and never as
+    such a sure last piece, is a control shape."""
     m = rec.size
     cut = np.isin(rec["termination"], _TARGET_ENDED)
     own = (rec["bytes"] <= max_control_bytes) & ~cut & (rec["command"] != "split_completion")
     resumed = np.zeros(m, bool)
-    after_cut = np.zeros(m, bool)
+    after_cut = np.zeros(m, bool)      # a cut buffer is still open, its last cut within gap_ps
+    right_after = np.zeros(m, bool)    # ... and that cut burst is the one just before
     for dv in np.unique(d).tolist():
         sel = np.flatnonzero(d == dv)
         if sel.size > 1:
             resumed[sel[:-1]] = _idle_between(end[sel[:-1]], start[sel[1:]], period_ps, busy) <= gap_ps
         pos = np.where(cut[sel], np.arange(sel.size), -1)
         last_cut = np.r_[-1, np.maximum.accumulate(pos)[:-1]] if sel.size else pos
-        has = last_cut >= 0
+        # ... unless a large burst the master ended (a buffer's end) came since
+        ended = np.where(~cut[sel] & ~own[sel] & (rec["command"][sel] != "split_completion"),
+                         np.arange(sel.size), -1)
+        last_end = np.r_[-1, np.maximum.accumulate(ended)[:-1]] if sel.size else ended
+        has = (last_cut >= 0) & (last_cut > last_end)
         after_cut[sel[has]] = _idle_between(end[sel[last_cut[has]]], start[sel[has]], period_ps, busy) <= gap_ps
+        right_after[sel] = after_cut[sel] & (last_cut == np.arange(sel.size) - 1)
     if not own.any():
         return set(), resumed
     def shapes(mask):
@@ -235,7 +242,7 @@ def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.n
         return set(zip(d[i].tolist(), rec["data_phases"][i].tolist(), rec["target_waits"][i].tolist(),
                        rec["devsel"][i].tolist()))
 
-    return shapes(~after_cut) | (shapes(after_cut & resumed) - shapes(after_cut & ~resumed)), resumed
+    return shapes(~after_cut) | (shapes(after_cut & resumed) - shapes(right_after & ~resumed)), resumed
 
 
 def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,

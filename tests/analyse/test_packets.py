@@ -222,6 +222,9 @@ SATURATED_WITHOUT_AD = [
     # the frame's last piece (2 data phases) has the descriptor fetch's shape; it is the last
     # piece where no burst follows it at once
     ((False, 66, 18, 3, 13.0, (1, 0.0), 2, True), 1382),
+    # the bridge's usual 512-byte cut: a write-back right after a frame's small last piece is
+    # not a last piece itself (it does not follow a cut burst)
+    ((False, 33, 18, 2, 13.0, (1, 0.0), 3, False), 1010),
 ]
 
 
