@@ -88,6 +88,10 @@ class Txn:
     start: int = -1             # clock of the address phase
     clocks: int = 0             # address phase .. last clock with FRAME# or IRDY#
     rec: int = -1               # index in the truth records (set by the output stage; -1: bus not captured)
+    # shape_key(self), set by call sites that build many transactions of one shape (one tuple
+    # shared by all of them: the renderer groups transactions by it without reading the fields);
+    # None: the renderer works it out. Whoever changes a field it covers sets it back to None.
+    kind: tuple | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -121,6 +125,14 @@ class PacketLog:
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def shape_key(t: Txn) -> tuple:
+    """What the drawing of a transaction depends on besides its address and data: command,
+    PCI-X, termination, DEVSEL#, waits, bytes, width, the address's offset in its word and
+    whether it needs a dual address cycle."""
+    return (t.command, t.pcix, t.termination, t.devsel, t.initial_waits, t.wait_every, t.nbytes,
+            t.width, t.address % (t.width // 8), t.address >= 1 << 32)
 
 
 def default_length(t: Txn) -> int:
@@ -293,8 +305,8 @@ class _PC:
         self.mem = bus.cfg.host.memory_base
         self.pcix = bus.cfg.kind == "pcix"
         self.csr_plans: dict = {}       # kind of CSR group -> its accesses (Model._csr_plan)
-        self.read_clocks: dict = {}     # DMA read burst shape -> its length
-        self.write_clocks: dict = {}    # DMA write burst shape -> its length
+        self.read_clocks: dict = {}     # DMA read burst shape -> (its length, shape_key)
+        self.write_clocks: dict = {}    # DMA write burst shape -> (its length, shape_key)
 
 
 class Draws:
@@ -436,7 +448,7 @@ class Model:
         gap, retry_gap = host.csr_gap_clocks * bus.period, host.retry_gap_clocks * bus.period
         retries = nic.csr_retries
         name = pc.name
-        for i, (write, addr, cmd, purpose, waits, devsel, bc, n_retry, n) in enumerate(
+        for i, (write, addr, cmd, purpose, waits, devsel, bc, n_retry, n, kind_retry, kind) in enumerate(
                 self._csr_plan(pc, reads, writes, read_regs, write_regs)):
             if i:
                 yield ("sleep", gap)
@@ -445,20 +457,20 @@ class Model:
                 # (positional, in the field order the Txn docstring lists)
                 t = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pcix, -1, -1, bc, -1,
                         name)
-                t.clocks = n_retry
+                t.clocks, t.kind = n_retry, kind_retry
                 t = yield ("txn", bus, t)
                 log.append(t)
                 yield ("sleep", retry_gap)
             t = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc, -1,
                     name, value.to_bytes(4, "little"))
-            t.clocks = n
+            t.clocks, t.kind = n, kind
             t = yield ("txn", bus, t)
             log.append(t)
 
     def _csr_plan(self, pc: _PC, reads: int, writes: int, read_regs, write_regs) -> list[tuple]:
         """What each access of a CSR group is (write, address, command, purpose, target waits,
-        DEVSEL# clocks, PCI-X byte count, the lengths of a retry and of the access), worked out
-        once per PC and kind of group: the groups repeat all capture long."""
+        DEVSEL# clocks, PCI-X byte count, the lengths and shape keys of a retry and of the access),
+        worked out once per PC and kind of group: the groups repeat all capture long."""
         key = (reads, writes, tuple(read_regs), tuple(write_regs))
         plan = pc.csr_plans.get(key)
         if plan is not None:
@@ -481,7 +493,8 @@ class Model:
                         pc.name)
             access = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc,
                          -1, pc.name, bytes(4))
-            plan.append((write, addr, cmd, purpose, waits, devsel, bc, bus.length(retry), bus.length(access)))
+            plan.append((write, addr, cmd, purpose, waits, devsel, bc, bus.length(retry), bus.length(access),
+                         shape_key(retry), shape_key(access)))
         pc.csr_plans[key] = plan
         return plan
 
@@ -517,7 +530,8 @@ class Model:
                     True, pc.pcix, -1, -1, -1, seq, pc.name, payload, pos)
             # lengths remembered per burst shape, as for CSR accesses (the rest is fixed per PC)
             key = (cmd, take, term, waits, a & 7, a >= 1 << 32)
-            t.clocks = memo.get(key) or memo.setdefault(key, pc.bus.length(t))
+            hit = memo.get(key) or memo.setdefault(key, (pc.bus.length(t), shape_key(t)))
+            t.clocks, t.kind = hit
             t = yield ("txn", pc.bus, t)
             log.append(t)
             pos += take
@@ -610,7 +624,8 @@ class Model:
             if pcix:
                 pc.tag = (pc.tag + 1) % 32
             key = (cmd, take, term, a & 7, a >= 1 << 32)
-            t.clocks = memo.get(key) or memo.setdefault(key, pc.bus.length(t))
+            hit = memo.get(key) or memo.setdefault(key, (pc.bus.length(t), shape_key(t)))
+            t.clocks, t.kind = hit
             t = yield ("txn", pc.bus, t)
             log.append(t)
             pos += take

@@ -14,7 +14,7 @@ import numpy as np
 from pcitrace.decode.facts import command_code
 from pcitrace.errors import PcitraceError
 from pcitrace.sim.bus import TxnSpec, is_read
-from pcitrace.sim.model import Txn
+from pcitrace.sim.model import Txn, shape_key
 
 MASTERS = ("nic", "host", "other")
 MASTER_INDEX = {m: i for i, m in enumerate(MASTERS)}
@@ -59,8 +59,7 @@ _CLOCKS: dict[tuple, int] = {}
 def spec_clocks(t: Txn) -> int:
     """Clocks the renderer draws for ``t``, address phase to the last FRAME#/IRDY# clock."""
     # Transactions repeat a few shapes (CSR accesses, bursts of a buffer): remember them.
-    key = (t.command, t.pcix, t.termination, t.devsel, t.initial_waits, t.wait_every, t.nbytes,
-           t.width, t.address % (t.width // 8), t.address >= 1 << 32)
+    key = shape_key(t)
     n = _CLOCKS.get(key)
     if n is None:
         n = _CLOCKS[key] = _spec_clocks(t)
@@ -219,9 +218,9 @@ def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: 
 
 # Every Txn field the renderer and the truth read, fetched in one pass over the transactions
 # (the objects are read once while in cache; a pass per field costs as much per field). The
-# first eight with the address's offset in its word and its DAC flag are the shape key.
-_FIELDS = ("command", "pcix", "termination", "devsel", "initial_waits", "wait_every", "nbytes", "width",
-           "start", "clocks", "address", "data", "data_off", "master", "purpose", "packet")
+# shape key ("kind", shared by the transactions of a shape) stands for the fields it covers.
+_FIELDS = ("kind", "pcix", "nbytes", "width", "start", "clocks", "address", "data", "data_off", "master",
+           "purpose", "packet")
 _PCIX_FIELDS = ("requester", "tag", "byte_count")      # read on PCI-X buses only
 _ROWS = {False: (_FIELDS, operator.attrgetter(*_FIELDS)),
          True: (_FIELDS + _PCIX_FIELDS, operator.attrgetter(*_FIELDS, *_PCIX_FIELDS))}
@@ -254,25 +253,32 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     if not np.all((tw == 32) | (tw == 64)):
         raise _Irregular
     wb = tw // 8
-    mod = (addr % wb.astype(u64)).astype(i64)
-    dac = addr >= u64(1 << 32)
 
     # -- kinds: the model's shape key -> what follows from it (first occurrences in order) -------------
     shapes: dict[tuple, int] = {}            # the renderer's shape key -> index in shape_list
     shape_list: list = []
-    kinds: dict[tuple, int] = {}
+    kinds: dict[int, int] = {}
     kt: list[tuple] = []
     kind_be: list[np.ndarray] = []           # per kind: the byte enables of its data phases
     reads = [B.is_read(c, mode) for c in range(16)]
-    keys = list(zip(*(cols[f] for f in _FIELDS[:8]), mod.tolist(), dac.tolist()))
-    # first index of every distinct key, in order of first occurrence (C loops: reversed pairs
-    # leave each key's smallest index; sorting by it restores the order)
-    first = sorted(dict(zip(reversed(keys), range(n - 1, -1, -1))).items(), key=operator.itemgetter(1))
-    for key, i in first:
-        kinds[key] = len(kt)
+    keys = cols["kind"]
+    if None in keys:
+        # transactions whose call site set no shape key: theirs, one tuple per distinct key
+        keys = list(keys)
+        interned: dict[tuple, tuple] = {}
+        for i in [i for i, k in enumerate(keys) if k is None]:
+            k = shape_key(txns[i])
+            keys[i] = interned.setdefault(k, k)
+    # Kinds by the identity of the key tuples (equal keys in distinct tuples are two kinds of the
+    # same shape: the same drawing); first index of every key, in order of first occurrence (C
+    # loops: reversed pairs leave each key's smallest index; sorting by it restores the order).
+    ids = list(map(id, keys))
+    first = sorted(dict(zip(reversed(ids), range(n - 1, -1, -1))).items(), key=operator.itemgetter(1))
+    for ident, i in first:
+        kinds[ident] = len(kt)
         kt.append(_kind(txns[i], -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
-    kind_a = np.array(list(map(kinds.__getitem__, keys)), i64)
-    del keys, first
+    kind_a = np.array(list(map(kinds.__getitem__, ids)), i64)
+    del keys, ids, first
     col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a]   # noqa: E731
     t_shape = col(10, i64)
     t_cmd = col(1, i64)

@@ -131,12 +131,15 @@ def test_fast_draws_simulate_what_numpy_draws_do(p):
 @given(p=SCENARIOS)
 def test_column_renderer_draws_what_the_txnspec_path_draws(p):
     from pcitrace.sim.bus import render
-    from pcitrace.sim.model import run_model
+    from pcitrace.sim.model import run_model, shape_key
     from pcitrace.sim.specs import MASTERS, phases, render_txns, spec_clocks, to_specs
 
     sc = _scenario(p)
     for b in run_model(sc, spec_clocks).buses.values():
         txns = b.txns
+        # the shape keys the model's call sites set are the transactions' own
+        assert all(t.kind is None or t.kind == shape_key(t) for t in txns)
+        assert any(t.kind is not None for t in txns)
         cand = [i for i, t in enumerate(txns) if phases(t)]
         parity = {cand[len(cand) // 3]: 0, cand[-1]: phases(txns[cand[-1]]) - 1}
         kw = dict(mode=b.cfg.kind, width=b.cfg.width, clock_hz=1e12 / b.period, bus=b.cfg.name,
