@@ -38,7 +38,10 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   which the NIC waited at most ``descriptor_gap`` of bus idle time (busy clocks in between only
   delayed its grant), even with an interrupt routine's accesses around it; where fetches and
   write-backs differ in shape (the bridge answers a read late, posts a write at once), one of
-  the write-backs' shape is not taken for the fetch.
+  the write-backs' shape is not taken for the fetch; and where several small transfers are in
+  reach of a doorbell, one that started sooner than the NIC's quickest reaction to a doorbell
+  (the 5th percentile of the start times after the doorbells with one small transfer in reach,
+  less a clock) was asked for before the doorbell: a write-back, not the fetch.
 - **Packet** = one data transfer; direction tx (NIC reads the frame) or rx (NIC writes it).
   Descriptor fetches go in ring order: a fetch of n descriptors (bytes / ``descriptor_bytes``)
   serves the next n packets (of the direction of the next data DMA) whose data follows it and
@@ -916,7 +919,24 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
                             out[sel[first & (ks >= 0) & (idle[sel] <= descriptor_gap_ps)]] = True
                             return out
 
-                        fetch = first_after(np.ones(unk.size, bool))
+                        # The NIC reacts to the doorbell after a fixed latency (its REQ# a few
+                        # clocks later, then the grant): the quickest reaction seen in most sends
+                        # whose doorbell had one small transfer in reach. Where several are in
+                        # reach, one that started sooner than that was asked for before the
+                        # doorbell (a write-back), so it is not the fetch.
+                        soon = np.zeros(unk.size, bool)
+                        reach = (k >= 0) & (idle <= descriptor_gap_ps)
+                        kk = np.maximum(k, 0)
+                        n_reach = np.bincount(k[reach], minlength=doorbell.size)
+                        alone = reach & (n_reach[kk] == 1)
+                        if alone.sum() >= 8:
+                            react = ts - since
+                            quickest = np.quantile(react[alone], 0.05) - period_ps
+                            soon = reach & (n_reach[kk] > 1) & (react < quickest)
+                            # (a doorbell whose transfers in reach all came too soon keeps them)
+                            n_left = np.bincount(k[reach & ~soon], minlength=doorbell.size)
+                            soon &= n_left[kk] > 0
+                        fetch = first_after(~soon)
                         # A fetch is a read the bridge answers from memory late, a write-back a
                         # write it posts at once: where the two shapes differ (waits, data
                         # phases), a transfer of the write-backs' shape is not the fetch, even
@@ -928,7 +948,7 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
                             s_vals, s_n = np.unique(shape[~fetch], return_counts=True)
                             f_shape, s_shape = f_vals[np.argmax(f_n)], s_vals[np.argmax(s_n)]
                             if f_shape != s_shape:
-                                fetch = first_after(shape != s_shape)
+                                fetch = first_after((shape != s_shape) & ~soon)
                         transfers["kind"][unk] = np.where(fetch, DESCRIPTOR, STATUS)
             else:
                 # No doorbells followed by a fetch: a receive bus. Its CSR groups are the

@@ -245,3 +245,23 @@ def test_saturated_bus_without_ad_equals_truth(case):
         inside += int(((b["transfer"][mine[0]:mine[-1]] != tr)
                        & (a.transfers["kind"][b["transfer"][mine[0]:mine[-1]]] != pk.DATA)).sum())
     assert inside > 0
+
+
+def test_without_cbe_a_write_back_sooner_than_the_nic_reacts_is_not_the_fetch():
+    # control_only (no AD / C/BE#, the bridge answers reads and takes writes with the same
+    # waits, so fetches and write-backs look alike), 900 us: at 806.7 us a write-back lands 5
+    # clocks after a send's doorbell, before the fetch. The NIC reacts to a doorbell 10 clocks
+    # later in every send with one small transfer in reach, so that one was asked for before it.
+    import tomllib
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "samples" / "control_only.scenario.toml"
+    sc = tomllib.loads(path.read_text())
+    sc["duration_us"] = 900.0
+    sc["bus"] = [b for b in sc["bus"] if b["name"] == "send"]
+    res = simulate(scenario_from_dict(sc))
+    a = analyse(decode_capture(res.capture, res.profile)).buses["send"]
+    assert compare(a, res.truth, "send", tol_ps=res.truth["buses"]["send"]["period_ps"]) == []
+    # ... and that write-back did land between the doorbell and the fetch
+    recs = res.truth["records"]
+    kinds = [r["purpose"] for r in recs if r["bus"] == "send" and 806_600_000 < r["start_ps"] < 807_600_000]
+    assert kinds == ["csr_write", "status_write", "data_read", "desc_fetch"]
