@@ -894,7 +894,9 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     lo_be = all_be & 0xF
     nbytes = np.where(wide_w, 8 - np.bitwise_count(all_be), 4 - np.bitwise_count(lo_be)).astype(i64)
     if with_ad:
-        rec["bytes"] = np.bincount(rec_of_word, weights=nbytes, minlength=ntx).astype(i64)
+        csum = np.concatenate(([0], np.cumsum(nbytes)))          # bytes per record: sums over its words
+        dbase = np.asarray(t_dbase, i64)
+        rec["bytes"] = csum[dbase + t_P_a] - csum[dbase]
     else:
         rec["bytes"] = t_P_a * (rec["width"] // 8)
     words = np.zeros(0 if lean else nd, WORD_DTYPE)
