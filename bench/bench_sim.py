@@ -38,6 +38,9 @@ def main() -> int:
     ap.add_argument("--reference", type=float, default=0,
                     help="also compare with the reference paths on this many clocks (0: no)")
     args = ap.parse_args()
+    from pcitrace._memory import keep_freed_memory
+
+    keep_freed_memory()                  # as the pcitrace command does
 
     import pcitrace.sim.output as out
     from pcitrace.sim.scenario import load_scenario

@@ -117,37 +117,8 @@ def _first_data_clocks(sig: dict, starts: np.ndarray) -> np.ndarray:
 MAX_SAMPLES = 200_000_000      # about 2-4 GB of channel arrays: beyond that, refuse up front
 
 
-_MALLOC_TUNED = False
-
-
-def _reuse_freed_pages() -> None:
-    """Keep the memory of freed arrays in the process (glibc; elsewhere nothing happens).
-
-    The renderer's per-clock temporaries are megabytes each; by default glibc returns such
-    blocks to the kernel when they are freed, and the next temporary faults fresh pages in
-    again - on this kind of VM the first touch of a page is dearer than the work done on it
-    (a 4 M-clock capture: about a third of its CPU time). With blocks below 32 MiB served
-    from the heap and the heap never trimmed, later temporaries reuse pages already mapped.
-    The price: the process keeps its peak heap until it exits (a CLI run exits at once)."""
-    global _MALLOC_TUNED
-    if _MALLOC_TUNED:
-        return
-    _MALLOC_TUNED = True
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-    mallopt(M_MMAP_THRESHOLD, 32 << 20)         # glibc's ceiling for this setting on 64-bit
-    mallopt(M_TRIM_THRESHOLD, (1 << 31) - 1)
-
-
 def simulate(sc: Scenario, progress=None) -> SimResult:
     """Run the model, render every captured bus, sample the probe lines, build the truth."""
-    _reuse_freed_pages()
     # A long run holds millions of small objects (transactions, events, truth rows) and frees
     # almost none: the cyclic collector would walk all of them again and again (a quarter of
     # the run time at 10 M clocks). The few cycles (the model's parked generators) are
