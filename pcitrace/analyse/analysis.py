@@ -188,7 +188,8 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     bursts = pk.dma_bursts(records, classes, dirs, T, facts.width)
     transfers = pk.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
                                  period_ps=T, max_control_bytes=o.max_control_bytes,
-                                 descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy)
+                                 descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy,
+                                 descriptor_bytes=o.descriptor_bytes)
     data_dma = np.zeros(len(records), bool)
     if bursts.size:
         data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == pk.DATA

@@ -24,8 +24,9 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   burst amid a buffer's bursts is its last piece when no burst follows it at once; when one
   does, it is an interleaved descriptor fetch / write-back if it has the shape of the NIC's own
   small transfers (data phases, target waits, DEVSEL# speed: _control_shapes, those seen away
-  from any cut burst, or amid a buffer but never as a sure last piece). A last piece with
-  exactly a fetch's shape that the next buffer follows at once runs into it.
+  from any cut burst, or amid a buffer moving whole descriptors but never as a sure last
+  piece). A last piece with exactly a fetch's shape (or moving whole descriptors, where the
+  next buffer always follows at once) that the next buffer follows at once runs into it.
 - A transfer of more than ``max_control_bytes`` (default 64: four 16-byte descriptors) is frame
   **data**; a smaller read is a **descriptor fetch**, a smaller write a **status write-back**.
   With AD, a read holding the address of a write-back, or starting within 4 KiB of one, is a
@@ -206,8 +207,8 @@ def _idle_between(a_end: np.ndarray, b_start: np.ndarray, period_ps: float, busy
 
 
 def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, gap_ps: float,
-                    period_ps: float, max_control_bytes: int,
-                    busy: BusyTime | None) -> tuple[set, np.ndarray]:
+                    period_ps: float, max_control_bytes: int, busy: BusyTime | None,
+                    descriptor_bytes: int = 16) -> tuple[set, np.ndarray]:
     """(shapes, resumed): the shapes (direction, data phases, target waits, DEVSEL# speed) of
     the NIC's own small transfers (descriptor fetches, status write-backs) without AD, and per
     burst whether the NIC's next burst in its direction came within ``gap_ps`` of bus idle time.
@@ -216,9 +217,11 @@ def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.n
     the buffer. So a small burst the master ended itself is a transfer of its own (a fetch or
     write-back) when it came more than ``gap_ps`` after every cut burst, and one that came right
     after a cut burst is the buffer's last piece for sure when no burst follows it at once (the
-    buffer would go on). A shape seen in the first case, or seen amid an open buffer (no large
-    burst the master ended since its last cut one) with a burst following at once and never as
-    such a sure last piece, is a control shape."""
+    buffer would go on). A shape seen in the first case is a control shape; so is one seen amid
+    an open buffer (no large burst the master ended since its last cut one) with a burst
+    following at once, never as a sure last piece, that moves whole descriptors
+    (``descriptor_bytes``): a write-back may always land amid the next frame's bursts, but so
+    may a frame's last piece be followed at once by the next frame under a transmit backlog."""
     m = rec.size
     cut = np.isin(rec["termination"], _TARGET_ENDED)
     own = (rec["bytes"] <= max_control_bytes) & ~cut & (rec["command"] != "split_completion")
@@ -240,17 +243,19 @@ def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.n
         right_after[sel] = after_cut[sel] & (last_cut == np.arange(sel.size) - 1)
     if not own.any():
         return set(), resumed
-    def shapes(mask):
-        i = np.flatnonzero(own & mask)
-        return set(zip(d[i].tolist(), rec["data_phases"][i].tolist(), rec["target_waits"][i].tolist(),
-                       rec["devsel"][i].tolist()))
+    dl, ph, tw, dv = d.tolist(), rec["data_phases"].tolist(), rec["target_waits"].tolist(), rec["devsel"].tolist()
 
-    return shapes(~after_cut) | (shapes(after_cut & resumed) - shapes(right_after & ~resumed)), resumed
+    def shapes(mask):
+        return {(dl[i], ph[i], tw[i], dv[i]) for i in np.flatnonzero(own & mask).tolist()}
+
+    alone = shapes(~after_cut)
+    whole = rec["bytes"] % max(descriptor_bytes, 1) == 0
+    return alone | (shapes(after_cut & resumed & whole) - shapes(right_after & ~resumed)), resumed
 
 
 def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
                   gap_ps: float, period_ps: float, max_control_bytes: int,
-                  busy: BusyTime | None = None) -> np.ndarray:
+                  busy: BusyTime | None = None, descriptor_bytes: int = 16) -> np.ndarray:
     """Transfer number per burst (numbered in order of first burst).
 
     NICs interleave: a descriptor fetch for the next frame may fall between two bursts of this
@@ -287,7 +292,8 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     control: set = set()
     if not have_ad:
         control, resumed = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
-                                           max_control_bytes=max_control_bytes, busy=busy)
+                                           max_control_bytes=max_control_bytes, busy=busy,
+                                           descriptor_bytes=descriptor_bytes)
         phases, twaits, devsel = rec["data_phases"].tolist(), rec["target_waits"].tolist(), rec["devsel"].tolist()
     for i in range(m):
         t = -1
@@ -345,16 +351,19 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
 
 def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
                   gap_ps: float, period_ps: float, max_control_bytes: int,
-                  descriptor_gap_ps: float, busy: BusyTime | None = None) -> np.ndarray:
+                  descriptor_gap_ps: float, busy: BusyTime | None = None,
+                  descriptor_bytes: int = 16) -> np.ndarray:
     """Group bursts into transfers (fills bursts['transfer']) and label each transfer's kind
-    (``busy``: the bus's busy time, for the idle time between bursts without AD)."""
+    (``busy``: the bus's busy time, for the idle time between bursts without AD;
+    ``descriptor_bytes``: what a fetch or write-back moves a whole number of)."""
     m = bursts.size
     if m == 0:
         return np.zeros(0, TRANSFER_DTYPE)
     rec = records[bursts["record"]]
     d = bursts["direction"]
     tid = _group_bursts(rec, d, bursts["start_ps"], bursts["end_ps"], have_ad=have_ad, gap_ps=gap_ps,
-                        period_ps=period_ps, max_control_bytes=max_control_bytes, busy=busy)
+                        period_ps=period_ps, max_control_bytes=max_control_bytes, busy=busy,
+                        descriptor_bytes=descriptor_bytes)
     bursts["transfer"] = tid
     # Transfers are numbered by their first burst, so heads are where a new number first appears.
     first_seen = np.r_[True, tid[1:] > np.maximum.accumulate(tid)[:-1]]
@@ -795,6 +804,7 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
         n = len(rows)
         label = [0] * n                             # 0 = other, k > 0 = k-th instance found
         free = [p for p in range(n) if acc[rows[p]]]
+        n_free = len(free)
         n_inst = 0
         while len(free) >= L:
             hit = _best_instance(rows, free, keys_all, sig, starts_l, ends_l, min_pace,
@@ -807,7 +817,7 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
                 label[p] = n_inst
             taken = set(hit)
             free = [p for p in free if p not in taken]
-        if n_inst:
+        if n_inst and n_free < n:
             # Retried attempts go with the accepted access they repeat (the next one with its key).
             pending: dict = {}
             for pos in range(n - 1, -1, -1):
