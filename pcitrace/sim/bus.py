@@ -662,47 +662,62 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     t_P_a = np.asarray(t_P, i64)
     t_master_a = np.asarray(t_master, i64)
     nsh = len(shape_list)
-    sh_nruns = np.array([len(x.code) for x in shape_list], i64)
+    # Per transaction: one idle run, then its shape's runs; then the tail. Every shape's table
+    # starts with that idle run (length and word filled in below), so the run arrays are one
+    # gather from the tables each: no scatter of the body runs between the idle ones.
+    sh_nruns = np.array([len(x.code) + 1 for x in shape_list], i64)
     sh_off = np.concatenate(([0], np.cumsum(sh_nruns)))
-    cat = (lambda attr: np.concatenate([getattr(x, attr) for x in shape_list])) if nsh else \
-        (lambda attr: np.zeros(0, i64))
-    all_code, all_len, all_src, all_off, all_step = (cat(a) for a in ("code", "length", "source", "offset", "step"))
+
+    def cat(attr, idle):
+        return np.concatenate([a for x in shape_list for a in ((idle,), getattr(x, attr))]) if nsh else \
+            np.zeros(0, i64)
+
+    all_code, all_len, all_src, all_off, all_step = (
+        cat(a, v) for a, v in (("code", IDLE), ("length", 0), ("source", 1), ("offset", 0), ("step", 0)))
+    all_code = all_code.astype(np.uint8)
     sh_end = np.array([x.end for x in shape_list], i64)
     sh_dev = np.array([x.devsel if x.devsel is not None else (1 << 62) for x in shape_list], i64)
-    # Per transaction: one idle run, then its shape's runs; then the tail. Body run k (the
-    # shape runs of every transaction, in order) belongs to transaction tb[k], is shape run bi[k]
-    # and sits at run index k + tb[k] + 1 (after the idle runs of transactions 0..tb[k]).
     nb = sh_nruns[t_shape_a] if ntx else np.zeros(0, i64)
-    n_body = int(nb.sum())
-    tot_runs = n_body + ntx + 1
+    tot_runs = int(nb.sum()) + 1
     # Run-level arrays (millions of runs at tens of millions of clocks) in 32 bits when every
     # clock, run and word index fits: half the memory to fault in and to stream through.
-    ri = np.int32 if max(total, tot_runs, n_words + len(h_ad)) < (1 << 31) - 1 else i64
+    ri = np.int32 if max(total, tot_runs, 3 * ntx, n_words + len(h_ad)) < (1 << 31) - 1 else i64
     nb = nb.astype(ri)
+    idle_runs = np.empty(ntx + 1, i64)             # run index of each transaction's idle run
+    np.cumsum(nb, out=idle_runs[1:])
+    idle_runs[0] = 0
+    # run k < tot_runs - 1 belongs to transaction tb[k] and is entry bi[k] of the shape tables
     tb = np.repeat(np.arange(ntx, dtype=ri), nb)
-    bstart = np.cumsum(nb, dtype=i64) - nb
-    k = np.arange(n_body, dtype=ri)
-    bi = (np.repeat((sh_off[t_shape_a] - bstart).astype(ri), nb) + k) if ntx else np.zeros(0, ri)
-    body_at = k + tb + 1
-    del k
-    idle_runs = np.append(bstart + np.arange(ntx), tot_runs - 1)
-    r_code = np.full(tot_runs, IDLE, np.uint8)
-    r_len = np.zeros(tot_runs, ri)
-    r_word = np.zeros(tot_runs, ri)
-    r_step = np.zeros(tot_runs, ri)
-    r_code[body_at] = all_code[bi]
-    r_len[body_at] = all_len[bi]
+    bi = np.repeat((sh_off[t_shape_a] - idle_runs[:-1]).astype(ri), nb)
+    bi += np.arange(tot_runs - 1, dtype=ri)
+    r_code = np.empty(tot_runs, np.uint8)
+    r_len = np.empty(tot_runs, ri)
+    r_word = np.empty(tot_runs, ri)
+    r_step = np.empty(tot_runs, ri)
+    r_code[-1], r_len[-1], r_word[-1], r_step[-1] = IDLE, 0, 0, 0
+    # (mode='clip': the indices are valid, and 'raise' would buffer every out= array)
+    np.take(all_code, bi, out=r_code[:-1], mode="clip")
+    np.take(all_len.astype(ri), bi, out=r_len[:-1], mode="clip")
     # A run's first word: source 0 = header entry -(hbase + off) - 1, 1 = data word dbase + off,
     # 2 = the stop slot's entry -pend - 1; header words are at increasing header indices =
     # decreasing negative words. As a per-transaction base by source plus a signed offset per
-    # shape run (a million body runs and more: few passes over them).
+    # shape run (a million runs and more: few passes over them).
     sh_src = all_src.astype(i64)
-    sgn_off = np.where(sh_src == 0, -all_off, all_off)
-    sgn_step = np.where(sh_src == 0, -all_step, all_step)
-    base = np.concatenate((-np.asarray(t_hbase, i64) - 1, np.asarray(t_dbase, i64), -np.asarray(t_pend, i64) - 1))
-    r_word[body_at] = base[sh_src[bi] * ntx + tb] + sgn_off[bi]
-    r_step[body_at] = sgn_step[bi]
-    del tb, bi, body_at
+    sgn_off = np.where(sh_src == 0, -all_off, all_off).astype(ri)
+    sgn_step = np.where(sh_src == 0, -all_step, all_step).astype(ri)
+    base = np.concatenate((-np.asarray(t_hbase, i64) - 1, np.asarray(t_dbase, i64),
+                           -np.asarray(t_pend, i64) - 1)).astype(ri)
+    src_ntx = (sh_src * ntx).astype(ri)
+    w = np.take(src_ntx, bi)
+    w += tb
+    del tb
+    np.take(base, w, out=r_word[:-1], mode="clip")
+    np.take(sgn_off, bi, out=w, mode="clip")
+    r_word[:-1] += w
+    del w
+    np.take(sgn_step, bi, out=r_step[:-1], mode="clip")
+    del bi
+    idle_runs[-1] = tot_runs - 1
     r_len[idle_runs[:-1]] = np.asarray(t_idle, i64)
     r_len[-1] = total - clock
     # idle runs hold whatever the previous run left on AD
