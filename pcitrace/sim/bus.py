@@ -253,6 +253,7 @@ class RenderedBus:
     end_clock: np.ndarray | None = None     # per transaction: last clock
     # the renderer's own schedule, for crop(): per-clock state codes, per transaction the
     # header clocks and first DEVSEL# clock, and the (transaction, phase clock) of bad parity
+    # (a lean rendering has no codes: it cannot be cropped)
     codes: np.ndarray | None = dataclasses.field(default=None, repr=False)
     header_clocks: np.ndarray | None = dataclasses.field(default=None, repr=False)
     devsel_clock: np.ndarray | None = dataclasses.field(default=None, repr=False)
@@ -726,7 +727,13 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     r_word[0] = -1
 
     # -- per-clock arrays ----------------------------------------------------------------------
-    code = np.repeat(r_code, r_len)
+    # Each per-clock line is its runs' value repeated (a table look-up per run, not per clock);
+    # the per-clock state codes themselves only for crop(), which a lean rendering never meets.
+    code = None if lean else np.repeat(r_code, r_len)
+
+    def per_clock(table):
+        return np.repeat(table[r_code], r_len)
+
     # word index per clock: within a run it moves by the run's step; at a run start it jumps
     # (empty runs - back-to-back transactions - stay: they repeat nothing and start where the
     # next run starts; every word index below is valid for them too)
@@ -780,7 +787,11 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     # millions of clocks it was the largest temporary of the renderer.
     ad = np.repeat(val_ad[rw], rl)
     cbe = np.repeat(val_be[rw], rl)
-    data_clocks = np.flatnonzero(_IS_DATA[code])
+    dr = np.flatnonzero(_IS_DATA[r_code])
+    dl = rl[dr]
+    data_clocks = np.repeat(run_at[dr] - (np.cumsum(dl) - dl), dl)      # k-th data clock: word k
+    data_clocks += np.arange(len(data_clocks))
+    del dr, dl
     if len(data_clocks) != nd:   # internal consistency of the run builder
         raise AssertionError(f"{len(data_clocks)} data clocks for {nd} words")
     ad[data_clocks] = all_ad
@@ -813,10 +824,10 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
 
     # (masks combined in place: every per-clock temporary is tens of MB at 10 M clocks)
     dev = interval_mask(t_dev_a[claimed], t_end_a[claimed])
-    np.greater(dev, _NODEV[code], out=dev)          # claimed and DEVSEL# not forced off
-    f_n = _F[code]
+    np.greater(dev, per_clock(_NODEV), out=dev)          # claimed and DEVSEL# not forced off
+    f_n = per_clock(_F)
     sig: dict[str, np.ndarray] = {
-        "frame_n": f_n, "irdy_n": _I[code], "trdy_n": _T[code], "stop_n": _S[code],
+        "frame_n": f_n, "irdy_n": per_clock(_I), "trdy_n": per_clock(_T), "stop_n": per_clock(_S),
         "devsel_n": np.logical_not(dev).view(np.uint8),
         "ad": ad, "cbe_n": cbe,
     }
