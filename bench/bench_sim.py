@@ -5,9 +5,9 @@
 The scenario is the bundled pro1000_66mhz sample (two 64-bit/66 MHz buses and the link probe,
 about one transaction per 25 bus clocks) stretched to N clocks per bus. Prints the time of each
 stage (event model, bus rendering straight from the model's transactions, capture + truth
-assembly, the cyclic collector's walk over what the run left, optional .sr writing) so the slow one is visible, then clocks/s and the ratio to the
-target, by wall time and by CPU time (on a shared machine the CPU time shows what an idle one
-would do), and the CPU time split into user and system (system time here is mostly the first
+assembly, the cyclic collector's walk over what the run left, optional .sr writing) so the
+slow one is visible, then clocks/s and the ratio to the target, by wall time and by CPU time
+(on a shared machine the CPU time shows what an idle one would do), and the CPU time split into user and system (system time here is mostly the first
 touch of fresh memory pages, which this kind of VM makes expensive).
 
 ``--reference N`` also times, in the same run, N clocks through the reference paths the fast ones
