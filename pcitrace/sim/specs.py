@@ -7,6 +7,7 @@ transaction; :func:`spec_clocks` follows the renderer's layout rules (pcitrace.s
 
 from __future__ import annotations
 
+import itertools
 import operator
 
 import numpy as np
@@ -245,11 +246,12 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     if n == 0:
         raise _Irregular            # nothing to speed up: the TxnSpec path draws the idle bus
     cols = txn_columns(txns, pcix)
+    # (numeric columns by np.fromiter: np.array first works out the tuple's shape and type)
     try:
-        addr = np.array(cols["address"], u64)      # negative or beyond 64 bits: the TxnSpec path says so
+        addr = np.fromiter(cols["address"], u64, n)      # negative or beyond 64 bits: the TxnSpec path says so
     except OverflowError:
         raise _Irregular from None
-    tw = np.array(cols["width"], i64)
+    tw = np.fromiter(cols["width"], i64, n)
     if not np.all((tw == 32) | (tw == 64)):
         raise _Irregular
     wb = tw // 8
@@ -291,8 +293,8 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     pend_cbe = col(9, np.uint8)
 
     # -- clocks: idle before each transaction as scheduled, the renderer's own address clocks -----
-    starts = np.array(cols["start"], i64)
-    ends = starts + np.array(cols["clocks"], i64) - 1
+    starts = np.fromiter(cols["start"], i64, n)
+    ends = starts + np.fromiter(cols["clocks"], i64, n) - 1
     idle = np.empty(n, i64)
     idle[0] = starts[0]
     idle[1:] = starts[1:] - ends[:-1] - 1
@@ -307,9 +309,9 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     t_dbase = np.cumsum(t_P) - t_P
     nd = int(t_P.sum())
     all_ad = np.zeros(nd, u64)
-    nbytes = np.array(cols["nbytes"], i64)
+    nbytes = np.fromiter(cols["nbytes"], i64, n)
     datas = cols["data"]
-    offs = np.array(cols["data_off"], i64)
+    offs = np.fromiter(cols["data_off"], i64, n)
     _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad)
     del datas
     be_off = np.cumsum([len(b) for b in kind_be]) - [len(b) for b in kind_be]
@@ -389,6 +391,16 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     return rb
 
 
+_PADS = {w: [bytes(-r % w) for r in range(w)] for w in (4, 8)}     # by length mod w
+
+
+def _pick(seq, idx: list) -> tuple:
+    """seq[i] for every i in idx, in one C loop."""
+    if len(idx) == 1:
+        return (seq[idx[0]],)
+    return operator.itemgetter(*idx)(seq) if idx else ()
+
+
 def _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad) -> None:
     """Fill ``all_ad`` with every transaction's data words (a function of its own: its
     temporaries - the burst pool and buffer lists, tens of MB at tens of millions of clocks -
@@ -397,7 +409,7 @@ def _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
     single = np.flatnonzero((t_P > 0) & (k_single > 0))
     if len(single):
         sl = single.tolist()
-        ds = [datas[i] for i in sl]
+        ds = _pick(datas, sl)
         n_s = nbytes[single]
         lens = np.fromiter(map(len, ds), i64, len(ds))
         if (lens == n_s).all() and not offs[single].any() and (n_s == n_s[0]).all() and n_s[0] in (1, 2, 4, 8):
@@ -419,7 +431,7 @@ def _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
         # a partial word before the buffer ends) goes through _words itself.
         bl = burst.tolist()
         bwb = wb[burst]
-        bd = [datas[i] for i in bl]
+        bd = _pick(datas, bl)
         bkeys = list(zip(map(id, bd), bwb.tolist()))
         uniq = dict(zip(bkeys, bd))
         ui = {k: j for j, k in enumerate(uniq)}
@@ -429,9 +441,12 @@ def _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
         nwords = -(-blen // uwb)
         pools = []
         for w in (8, 4):
-            sel = [d + bytes(-len(d) % w) for (_, ww), d in uniq.items() if ww == w]
+            sel = [d for (_, ww), d in uniq.items() if ww == w]
             if sel:
-                raw = b"".join(sel)
+                # each buffer then the zeros to its next whole word, in one join (no padded copy
+                # of every buffer first)
+                pads = map(_PADS[w].__getitem__, map(operator.mod, map(len, sel), itertools.repeat(w)))
+                raw = b"".join(itertools.chain.from_iterable(zip(sel, pads)))
                 pools.append(np.frombuffer(raw, "<u8") if w == 8 else np.frombuffer(raw, "<u4").astype(u64))
         pool = np.concatenate(pools) if len(pools) > 1 else pools[0]
         order = np.concatenate([np.flatnonzero(uwb == 8), np.flatnonzero(uwb == 4)])
