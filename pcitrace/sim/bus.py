@@ -745,7 +745,8 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     neg = rw < 0
     np.subtract(nd - 1, rw, out=rw, where=neg)
     np.negative(rs, out=rs, where=neg)
-    run_at = np.cumsum(rl) - rl                              # first clock of each run
+    run_at = np.cumsum(rl, dtype=ri)                         # first clock of each run (fits: see ri)
+    run_at -= rl
 
     prebuilt = isinstance(data_parts, np.ndarray)     # render_txns: the words and byte enables
     if prebuilt:
@@ -753,9 +754,8 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     else:
         all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
             if data_parts else np.zeros(0, np.uint64)
-    rec_of_word = np.repeat(np.arange(ntx), t_P_a)
     wide_t = np.asarray(t_wide, bool)
-    wide_w = wide_t[rec_of_word]
+    wide_w = np.repeat(wide_t, t_P_a)         # per data word (no word -> transaction index array)
     all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
     if prebuilt:
         all_be = np.asarray(be_parts, np.uint8)
@@ -789,8 +789,8 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     cbe = np.repeat(val_be[rw], rl)
     dr = np.flatnonzero(_IS_DATA[r_code])
     dl = rl[dr]
-    data_clocks = np.repeat(run_at[dr] - (np.cumsum(dl) - dl), dl)      # k-th data clock: word k
-    data_clocks += np.arange(len(data_clocks))
+    data_clocks = np.repeat(run_at[dr] - (np.cumsum(dl, dtype=ri) - dl), dl)      # k-th data clock: word k
+    data_clocks += np.arange(len(data_clocks), dtype=ri)
     del dr, dl
     if len(data_clocks) != nd:   # internal consistency of the run builder
         raise AssertionError(f"{len(data_clocks)} data clocks for {nd} words")
@@ -927,7 +927,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         rec["bytes"] = t_P_a * (rec["width"] // 8)
     words = np.zeros(0 if lean else nd, WORD_DTYPE)
     if not lean:
-        words["record"] = rec_of_word
+        words["record"] = np.repeat(np.arange(ntx), t_P_a)
         words["time_ps"] = times(data_clocks)
         if with_ad:
             words["value"] = all_ad
