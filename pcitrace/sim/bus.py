@@ -66,6 +66,8 @@ _CODE_TABLE = np.array([
 ], dtype=np.uint8)
 _F, _I, _T, _S = (np.ascontiguousarray(_CODE_TABLE[:, k]) for k in range(4))
 _NODEV = _CODE_TABLE[:, 4].astype(bool)
+_NODEV_BUSY = _NODEV.copy()
+_NODEV_BUSY[IDLE] = False
 _IS_DATA = np.zeros(len(_CODE_TABLE), bool)
 _IS_DATA[[DATA, DATA_L, DSTOP, DSTOP_L]] = True
 
@@ -824,7 +826,16 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
 
     # (masks combined in place: every per-clock temporary is tens of MB at 10 M clocks)
     dev = interval_mask(t_dev_a[claimed], t_end_a[claimed])
-    np.greater(dev, per_clock(_NODEV), out=dev)          # claimed and DEVSEL# not forced off
+    # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
+    # a few runs inside transactions (idle runs, which the table also marks, are never inside a
+    # [DEVSEL#, end] interval), so their clocks are cleared, not the whole bus compared
+    off = np.flatnonzero(_NODEV_BUSY[r_code])
+    if len(off):
+        ol = rl[off]
+        oc = np.repeat(run_at[off] - (np.cumsum(ol, dtype=ri) - ol), ol)
+        oc += np.arange(len(oc), dtype=ri)
+        dev[oc] = False
+        del oc, ol
     f_n = per_clock(_F)
     sig: dict[str, np.ndarray] = {
         "frame_n": f_n, "irdy_n": per_clock(_I), "trdy_n": per_clock(_T), "stop_n": per_clock(_S),
