@@ -277,17 +277,21 @@ def clock_times(n: int, clock_hz: float, start: int = 0) -> np.ndarray:
     return np.rint(np.arange(start, start + n, dtype=np.float64) * (1e12 / clock_hz)).astype(np.int64)
 
 
-def _parity(ad: np.ndarray, cbe: np.ndarray, hi: bool) -> np.ndarray:
-    """Even-parity bit over 32 AD lines + 4 C/BE# lines (upper halves when ``hi``)."""
+# even parity of C/BE#[3:0] and of C/BE#[7:4] per C/BE# byte
+_NIBBLE_PARITY = [np.array([bin(v & 0xF).count("1") & 1 for v in range(256)], np.uint8),
+                  np.array([bin(v >> 4).count("1") & 1 for v in range(256)], np.uint8)]
+
+
+def _parity(ad: np.ndarray, cbe: np.ndarray, hi: bool, out: np.ndarray) -> np.ndarray:
+    """Even-parity bit over 32 AD lines + 4 C/BE# lines (upper halves when ``hi``), written
+    into ``out`` (uint8; at tens of millions of clocks every temporary is tens of MB of fresh
+    pages: the AD bit count goes straight there, C/BE#'s is one table look-up)."""
     halves = np.ascontiguousarray(ad, dtype=np.uint64).view(np.uint32)
     half = int(hi) if np.little_endian else 1 - int(hi)
-    a = halves[half::2]
-    c = (cbe >> 4) if hi else (cbe & 0xF)
-    # in place: at tens of millions of clocks every temporary is tens of MB of fresh pages
-    x = np.bitwise_count(a)
-    x ^= np.bitwise_count(c, out=c) if c.dtype == np.uint8 else np.bitwise_count(c)
-    x &= 1
-    return x.astype(np.uint8, copy=False)
+    np.bitwise_count(halves[half::2], out=out)
+    out ^= np.take(_NIBBLE_PARITY[int(hi)], cbe)
+    out &= 1
+    return out
 
 
 @dataclasses.dataclass
@@ -815,64 +819,71 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     t_dev_a = t_start_a + sh_dev[t_shape_a] if ntx else np.zeros(0, i64)
     claimed = t_dev_a <= t_end_a
 
-    def interval_mask(lo, hi):
-        # Transactions never overlap, so the [lo, hi] intervals are sorted and disjoint: the
-        # mask is alternating runs of False and True, one repeat (no edge array and running sum).
+    def interval_line(lo, hi):
+        # An asserted-low line, 0 in the [lo, hi] intervals: transactions never overlap, so the
+        # intervals are sorted and disjoint and the line is alternating runs, one repeat (no
+        # edge array and running sum, no mask to invert afterwards).
         b = np.empty(2 * len(lo) + 2, i64)
         b[0], b[-1] = 0, total
         b[1:-1:2] = lo
         b[2:-1:2] = hi + 1
-        return np.repeat(np.resize(np.array([False, True]), len(b) - 1), np.diff(b))
+        return np.repeat(np.resize(np.array([1, 0], np.uint8), len(b) - 1), np.diff(b))
 
-    # (masks combined in place: every per-clock temporary is tens of MB at 10 M clocks)
-    dev = interval_mask(t_dev_a[claimed], t_end_a[claimed])
+    # (lines combined in place: every per-clock temporary is tens of MB at 10 M clocks)
+    devsel_n = interval_line(t_dev_a[claimed], t_end_a[claimed])
     # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
     # a few runs inside transactions (idle runs, which the table also marks, are never inside a
-    # [DEVSEL#, end] interval), so their clocks are cleared, not the whole bus compared
+    # [DEVSEL#, end] interval), so their clocks are set, not the whole bus compared
     off = np.flatnonzero(_NODEV_BUSY[r_code])
     if len(off):
         ol = rl[off]
         oc = np.repeat(run_at[off] - (np.cumsum(ol, dtype=ri) - ol), ol)
         oc += np.arange(len(oc), dtype=ri)
-        dev[oc] = False
+        devsel_n[oc] = 1
         del oc, ol
     f_n = per_clock(_F)
     sig: dict[str, np.ndarray] = {
         "frame_n": f_n, "irdy_n": per_clock(_I), "trdy_n": per_clock(_T), "stop_n": per_clock(_S),
-        "devsel_n": np.logical_not(dev).view(np.uint8),
+        "devsel_n": devsel_n,
         "ad": ad, "cbe_n": cbe,
     }
-    par = np.zeros(total, np.uint8)
-    par[1:] = _parity(ad[:-1], cbe[:-1], False)
+    par = np.empty(total, np.uint8)
+    par[0] = 0
+    _parity(ad[:-1], cbe[:-1], False, par[1:])
     sig["par"] = par
     if width == 64:
-        par64 = np.zeros(total, np.uint8)
-        par64[1:] = _parity(ad[:-1], cbe[:-1], True)
+        par64 = np.empty(total, np.uint8)
+        par64[0] = 0
+        _parity(ad[:-1], cbe[:-1], True, par64[1:])
         sig["par64"] = par64
         r64 = np.asarray(t_req64, bool) if ntx else np.zeros(0, bool)
         a64 = np.asarray(t_ack64, bool) & claimed if ntx else np.zeros(0, bool)
-        m = interval_mask(t_start_a[r64], t_end_a[r64])
-        sig["req64_n"] = f_n | np.logical_not(m, out=m).view(np.uint8)
-        m = interval_mask(t_dev_a[a64], t_end_a[a64])
-        m &= dev
-        sig["ack64_n"] = np.logical_not(m, out=m).view(np.uint8)
+        req64_n = interval_line(t_start_a[r64], t_end_a[r64])
+        req64_n |= f_n
+        sig["req64_n"] = req64_n
+        ack64_n = interval_line(t_dev_a[a64], t_end_a[a64])
+        ack64_n |= devsel_n              # ACK64# only while DEVSEL# is asserted
+        sig["ack64_n"] = ack64_n
 
     # Arbitration: master j's GNT# runs from the clock after the previous address phase to its
     # own address phase (hidden arbitration), then parks; REQ# leads GNT# by one clock.
-    odt = np.int8 if len(masters) < 127 else np.int16
+    # Each line straight from the transactions' masters (no per-clock owner array to compare).
     lines = [m for m in range(len(masters)) if not lean or m == gnt_master]
-    if lines:
-        owner = np.zeros(total, odt)
-        reqo = np.full(total, -1, odt)
-    if ntx and lines:
+    last = int(t_start_a[-1]) if ntx else -1
+    if ntx:
         seg = np.diff(np.concatenate(([0], t_start_a + 1)))
-        owner[:t_start[-1] + 1] = np.repeat(t_master_a.astype(odt), seg)
-        owner[t_start[-1] + 1:] = t_master_a[-1]
-        reqo[:t_start[-1]] = owner[1:t_start[-1] + 1]
     for m in lines:
         mname = masters[m]
-        g = (owner != m).view(np.uint8)
-        rq = (reqo != m).view(np.uint8)
+        g = np.empty(total, np.uint8)
+        rq = np.empty(total, np.uint8)
+        if ntx:
+            g[:last + 1] = np.repeat((t_master_a != m).view(np.uint8), seg)
+            g[last + 1:] = t_master_a[-1] != m
+            rq[:last] = g[1:last + 1]
+            rq[last:] = 1            # nobody requests after the last address phase
+        else:
+            g[:] = m != 0            # the bus parks on master 0
+            rq[:] = 1
         if not lean:
             sig[f"gnt_n:{mname}"] = g
             sig[f"req_n:{mname}"] = rq
