@@ -547,3 +547,24 @@ def test_timing_waveform_matches_the_quarter_period_rule(n):
     assert np.array_equal(d["CLK"], (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8))
     for canon, ch in (("frame_n", "FRAME#"), ("ad", "AD"), ("cbe_n", "C/BE#"), ("par64", "PAR64")):
         assert np.array_equal(d[ch], rb.signals[canon][clk_of]), ch
+
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_record_bytes_are_the_enabled_lanes_of_its_words(width):
+    # (the renderer sums only the words that disable a lane: random byte enables, counted here
+    # word by word from the words table)
+    rng = np.random.default_rng(width)
+    specs = []
+    for _ in range(60):
+        P = int(rng.integers(1, 6))
+        be = [None, int(rng.integers(0, 256)), rng.integers(0, 256, P).tolist()][int(rng.integers(0, 3))]
+        specs.append(TxnSpec(command=int(rng.choice([6, 7])), address=int(rng.integers(0, 1 << 20)) * 8,
+                             data=rng.integers(0, 1 << 62, P).tolist(), byte_enables=be,
+                             req64=bool(width == 64 and rng.random() < 0.5)))
+    rb = render(specs, mode="pci", width=width, clock_hz=33e6)
+    w, r = rb.words, rb.records
+    lanes = np.where(r["width"][w["record"]] == 64, 8, 4)
+    enabled = lanes - np.array([bin(int(b) & ((1 << n) - 1)).count("1") for b, n in zip(w["byte_enables"], lanes)])
+    expect = np.bincount(w["record"], weights=enabled, minlength=len(r)).astype(np.int64)
+    assert (r["bytes"] < r["data_phases"] * r["width"] // 8).any()
+    np.testing.assert_array_equal(r["bytes"], expect)
