@@ -65,6 +65,9 @@ def _clock_hz(bus, times_first: np.ndarray | None, clocks: int, start: int, end:
     return None
 
 
+RESERVE_BYTES = 1 << 30
+
+
 class _Grow:
     """Parts collected into one array. Each part is written once into spare capacity; the
     capacity comes from an estimate of the final size (``reserve``) or else doubles, and the
@@ -79,6 +82,9 @@ class _Grow:
         self._first: np.ndarray | None = None   # a lone first part, kept without a copy
 
     def reserve(self, total: int) -> None:
+        """Room for ``total`` items, if that is not too much to ask: a guess too high costs
+        only untouched pages, but never more than RESERVE_BYTES at once."""
+        total = min(int(total), max(self.n, RESERVE_BYTES // self.dtype.itemsize))
         if self.buf is None:
             if self._first is None or total <= len(self._first):
                 return
@@ -147,12 +153,20 @@ class _BusSpan:
         self.busy += int(np.count_nonzero((ch.sig["frame_n"] == 0) | (ch.sig["irdy_n"] == 0)))
 
     def share_of(self, capture) -> float:
-        """The part of the capture's time span covered so far (0 when unknown)."""
+        """The part of the capture's samples covered so far (0 when unknown). Samples, not
+        time: where the bus clock stops for a while the samples (clock edges, or value
+        changes in a VCD) stop too, so the share read off the first chunk stays a fair guess
+        of how much is to come."""
+        tb = capture.timebase
         if capture.num_samples < 2 or self.first_times is None:
             return 0.0
-        t0 = capture.timebase.time_ps(0)
-        whole = capture.timebase.time_ps(capture.num_samples - 1) - t0
-        return (self.end_ps - t0) / whole if whole > 0 else 0.0
+        if tb.timestamps_ps is not None:
+            done = int(np.searchsorted(tb.timestamps_ps, self.end_ps, side="right"))
+        elif tb.rate_hz:
+            done = int(round((self.end_ps - tb.start_ps) * tb.rate_hz / 1e12)) + 1
+        else:
+            return 0.0
+        return min(done / capture.num_samples, 1.0)
 
     def summary(self, bus) -> "BusSummary":
         return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
@@ -208,9 +222,10 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
     out: dict = {}
     estimated = False
     claim = {RECORD_DTYPE: recs.claim, WORD_DTYPE: words.claim}
-    for _, _, f in iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
-                            progress=progress, summary=out, alloc=lambda dt, m: claim[dt](m)):
-        finds.add(f)           # records and words are already in place (claim)
+    for part in iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
+                         progress=progress, summary=out, alloc=lambda dt, m: claim[dt](m)):
+        finds.add(part[2])     # records and words are already in place (claim)
+        part = None            # no view into the collected arrays outlives its chunk
         if not estimated and recs.n:
             # the rest of the capture is assumed as busy as its first chunk; a wrong guess
             # costs a doubling (too low) or untouched pages given back at the end (too high)
