@@ -5,8 +5,9 @@ glibc serves blocks over 128 KiB (rising to at most 32 MiB as it adapts) with fr
 and returns them to the kernel when freed, so the next chunk's temporaries fault fresh pages
 in again; on virtual machines the first touch of a page can cost more than the work done on
 it (a 2 M-clock decode: about 26 k page faults, 8 k with this policy, and 40 % less CPU
-time). Blocks below 32 MiB are then served from the heap, which is never trimmed: freed
-pages are reused, at the price of keeping the peak heap until the process exits.
+time). Blocks below 32 MiB are then served from the heap, which is trimmed only when more
+than 256 MiB at its top are free: freed pages are reused, and a long-lived process (the
+viewer, a report's pool workers) gives big leftovers back.
 
 numpy also asks the kernel for transparent huge pages on every array of 4 MiB and more
 (madvise); where huge pages are "madvise" only, as on the VMs pcitrace is measured on, each
@@ -19,7 +20,10 @@ Set only by processes pcitrace starts (a library call must not change its host's
 
 from __future__ import annotations
 
+import platform
+
 _done: bool | None = None
+TRIM_BYTES = 256 << 20
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -31,15 +35,17 @@ def keep_freed_memory() -> bool:
     if _done is None:
         _done = False
         _no_huge_pages()
+        if platform.libc_ver()[0] != "glibc":
+            return False
         try:
             import ctypes
 
             mallopt = ctypes.CDLL(None).mallopt
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, TypeError):
             return False
         mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         # 32 MiB is glibc's ceiling for the mmap threshold on 64-bit systems
-        _done = bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, (1 << 31) - 1))
+        _done = bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_BYTES))
     return _done
 
 

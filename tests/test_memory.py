@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 
@@ -35,8 +36,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 
 
 def test_policy_keeps_freed_pages_for_the_next_chunk():
-    if not sys.platform.startswith("linux"):
-        pytest.skip("glibc's mallopt: Linux only")
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's mallopt")
     faults = {mode: int(subprocess.run([sys.executable, "-c", CODE, mode], check=True, capture_output=True,
                                        text=True).stdout) for mode in ("off", "on")}
     # by default the chunks' temporaries fault their pages in again; with the policy the
@@ -52,3 +53,15 @@ def test_policy_turns_off_numpys_huge_page_requests():
             "before = g(); keep_freed_memory(); print(before, g())")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
     assert out[1] == "False", out
+
+
+def test_the_pcitrace_command_applies_the_policy(monkeypatch):
+    import pcitrace._memory as memory
+    import pcitrace.cli as cli
+
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr(sys, "argv", ["pcitrace", "--version"])
+    with pytest.raises(SystemExit) as done:
+        cli.run()
+    assert done.value.code == 0 and calls == [1]
