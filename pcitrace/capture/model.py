@@ -91,7 +91,9 @@ class TimeBase:
     def times_ps(self, start: int, stop: int) -> np.ndarray:
         """int64 picosecond times of samples [start, stop)."""
         if self.timestamps_ps is not None:
-            return self.timestamps_ps[start:stop]
+            view = self.timestamps_ps[start:stop]
+            view.flags.writeable = False      # a window on the time base itself, not a copy
+            return view
         t = np.arange(start, stop, dtype=np.float64)
         return self._scaled(t)
 

@@ -179,8 +179,8 @@ class _Runs:
         self.rl = np.empty(self.R, self.idt)
         np.subtract(self.rs_ext[1:], self.rs, out=self.rl, casting="unsafe")
         self._on: dict[str, np.ndarray] = {}
-        self._cum: dict[str, np.ndarray] = {}
-        self._nxt: dict[str, np.ndarray] = {}
+        self._cum: dict = {}                                 # per run (and packed tables)
+        self._sparse: dict[str, np.ndarray] = {}             # per run of the class's family
         self._pos: dict[str, np.ndarray] = {}
 
     def on(self, name: str) -> np.ndarray:
@@ -228,12 +228,12 @@ class _Runs:
             # a sparse class (STOP# clocks, say): prefix sums over the few runs that can be of
             # it and a binary search per query, instead of passes over every run
             pos = self.positions(base)
-            if name not in self._cum:
+            if name not in self._sparse:
                 c = np.zeros(len(pos), np.int64)
                 b = pos[:-1]
                 np.cumsum(self.rl[b] * self.flag(name, b), out=c[1:])
-                self._cum[name] = c
-            c = self._cum[name][np.searchsorted(pos, rx)]
+                self._sparse[name] = c
+            c = self._sparse[name][np.searchsorted(pos, rx)]
         else:
             c = self.cum(name)[rx]
         return c if off is None else c + off * self.flag(name, rx)
@@ -271,17 +271,10 @@ class _Runs:
         """Clocks of the class in [a, b) (0 when empty); a, b positions from at()."""
         return np.maximum(self.upto(name, b) - self.upto(name, a), 0)
 
-    def first(self, name: str, x, rx, dense: bool = False):
-        """(clock, run) of the first clock >= x of the class (n, R when none). ``dense``: many
-        queries (a next-run table is built once instead of searching for each)."""
+    def first(self, name: str, x, rx):
+        """(clock, run) of the first clock >= x of the class (n, R when none)."""
         here = self.flag(name, rx)
-        if dense:
-            on = self.on(name)
-            if name not in self._nxt:
-                idx = np.where(on[:-1], np.arange(self.R), self.R)
-                self._nxt[name] = np.append(np.minimum.accumulate(idx[::-1])[::-1], self.R)
-            nxt = self._nxt[name][np.minimum(rx + 1, self.R)]
-        elif self.runs_in(name) == 0:
+        if self.runs_in(name) == 0:
             nxt = np.full(np.shape(rx), self.R)
         else:
             # usually one of the next runs (DEVSEL# a clock or two late): a search only for
@@ -312,8 +305,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     64-bit bus gives 32-bit words and counts the upper byte lanes as enabled).
     ``alloc(dtype, n)`` -> a zero-filled array for the records / words (default: a new one),
     so a collector can have them written straight into its own buffer. Fields that are 0 in
-    this chunk are then not written at all (large zeroed arrays come from the kernel's zero
-    pages, which cost nothing until written).
+    this chunk are then not written at all.
     """
     if alloc is None:
         def alloc(dtype, m): return np.zeros(m, dtype)                      # noqa: E306,E704
