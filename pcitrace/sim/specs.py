@@ -219,9 +219,9 @@ def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: 
 
 # Every Txn field the renderer and the truth read, fetched in one pass over the transactions
 # (the objects are read once while in cache; a pass per field costs as much per field). The
-# shape key ("kind", shared by the transactions of a shape) stands for the fields it covers.
-_FIELDS = ("kind", "pcix", "nbytes", "width", "start", "clocks", "address", "data", "data_off", "master",
-           "purpose", "packet")
+# shape key ("kind", shared by the transactions of a shape) stands for the fields it covers:
+# PCI-X, bytes and width are read from the first transaction of each kind (model.shape_key).
+_FIELDS = ("kind", "start", "clocks", "address", "data", "data_off", "master", "purpose", "packet")
 _PCIX_FIELDS = ("requester", "tag", "byte_count")      # read on PCI-X buses only
 _ROWS = {False: (_FIELDS, operator.attrgetter(*_FIELDS)),
          True: (_FIELDS + _PCIX_FIELDS, operator.attrgetter(*_FIELDS, *_PCIX_FIELDS))}
@@ -251,10 +251,6 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
         addr = np.fromiter(cols["address"], u64, n)      # negative or beyond 64 bits: the TxnSpec path says so
     except OverflowError:
         raise _Irregular from None
-    tw = np.fromiter(cols["width"], i64, n)
-    if not np.all((tw == 32) | (tw == 64)):
-        raise _Irregular
-    wb = tw // 8
 
     # -- kinds: the model's shape key -> what follows from it (first occurrences in order) -------------
     shapes: dict[tuple, int] = {}            # the renderer's shape key -> index in shape_list
@@ -276,11 +272,20 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     # loops: reversed pairs leave each key's smallest index; sorting by it restores the order).
     ids = list(map(id, keys))
     first = sorted(dict(zip(reversed(ids), range(n - 1, -1, -1))).items(), key=operator.itemgetter(1))
+    # what the shape key covers, per kind from its first transaction
+    k_first = _pick(txns, [i for _, i in first])
+    k_width = np.array([t.width for t in k_first], i64)
+    if not np.all((k_width == 32) | (k_width == 64)):
+        raise _Irregular
+    k_nbytes = np.array([t.nbytes for t in k_first], i64)
+    k_pcix = np.array([bool(t.pcix) for t in k_first], bool)
+    del k_first
     for ident, i in first:
         kinds[ident] = len(kt)
         kt.append(_kind(txns[i], -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
     kind_a = np.array(list(map(kinds.__getitem__, ids)), i64)
     del keys, ids, first
+    wb = k_width[kind_a] // 8
     col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a]   # noqa: E731
     t_shape = col(10, i64)
     t_cmd = col(1, i64)
@@ -309,7 +314,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     t_dbase = np.cumsum(t_P) - t_P
     nd = int(t_P.sum())
     all_ad = np.zeros(nd, u64)
-    nbytes = np.fromiter(cols["nbytes"], i64, n)
+    nbytes = k_nbytes[kind_a]
     datas = cols["data"]
     offs = np.fromiter(cols["data_off"], i64, n)
     _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad)
@@ -378,7 +383,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
                                 fix="name an existing data phase")
         par_flips.append((-1 - (int(t_dbase[i]) + pe), i, f"data phase {pe}"))
     t_master = np.array(list(map(MASTER_INDEX.__getitem__, cols["master"])), i64)
-    purpose, packet, pcix_col = cols["purpose"], cols["packet"], cols["pcix"]
+    purpose, packet, pcix_col = cols["purpose"], cols["packet"], k_pcix[kind_a]
     del cols                # (the Txn fields as tuples: tens of MB at tens of millions of clocks)
     rb = B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
                        t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], ad_a, cbe_a,
