@@ -437,16 +437,23 @@ def _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
         bl = burst.tolist()
         bwb = wb[burst]
         bd = _pick(datas, bl)
-        bkeys = list(zip(map(id, bd), bwb.tolist()))
+        # a buffer by its identity and word width; on a bus whose bursts all have one width
+        # (the usual case) by its identity alone (no key tuple per burst)
+        one_w = int(bwb[0]) if (bwb == bwb[0]).all() else 0
+        bkeys = list(map(id, bd)) if one_w else list(zip(map(id, bd), bwb.tolist()))
         uniq = dict(zip(bkeys, bd))
-        ui = {k: j for j, k in enumerate(uniq)}
-        src = np.array(list(map(ui.__getitem__, bkeys)), i64)
-        blen = np.array(list(map(len, uniq.values())), i64)
-        uwb = np.array([k[1] for k in uniq], i64)
+        ui = dict(zip(uniq, itertools.count()))
+        src = np.fromiter(map(ui.__getitem__, bkeys), i64, len(bkeys))
+        del bkeys, ui
+        blen = np.fromiter(map(len, uniq.values()), i64, len(uniq))
+        uwb = np.full(len(uniq), one_w, i64) if one_w else np.array([k[1] for k in uniq], i64)
         nwords = -(-blen // uwb)
         pools = []
         for w in (8, 4):
-            sel = [d for (_, ww), d in uniq.items() if ww == w]
+            if one_w:
+                sel = list(uniq.values()) if w == one_w else []
+            else:
+                sel = [d for (_, ww), d in uniq.items() if ww == w]
             if sel:
                 # each buffer then the zeros to its next whole word, in one join (no padded copy
                 # of every buffer first)
