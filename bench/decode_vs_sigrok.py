@@ -128,21 +128,22 @@ t0 = ru()
 res = decode_capture(sys.argv[1])
 t = ru() - t0
 np.save(sys.argv[2], res.records)
+np.save(sys.argv[2] + ".words.npy", res.words)
 print(t)
 """
 
 
-def fast_in_fresh_process(path: str, prof: Profile, tmp: str) -> tuple[float, np.ndarray]:
+def fast_in_fresh_process(path: str, prof: Profile, tmp: str) -> tuple[float, np.ndarray, np.ndarray]:
     """CPU time of decode_capture in a process of its own, as `pcitrace decode` runs it
     (with its memory policy; its output arrays take fresh memory pages, which this kind of
-    machine makes costly), imports excluded; and its records."""
+    machine makes costly), imports excluded; and its records and data words."""
     from pcitrace.capture.profile import save_profile
 
     save_profile(prof, path[:-3] + ".profile.toml")
     out = os.path.join(tmp, "fast.npy")
     done = subprocess.run([sys.executable, "-c", _FRESH, path, out], check=True,
                           capture_output=True, text=True)
-    return float(done.stdout.split()[-1]), np.load(out)
+    return float(done.stdout.split()[-1]), np.load(out), np.load(out + ".words.npy")
 
 
 def seed_traffic() -> dict[str, np.ndarray]:
@@ -198,7 +199,7 @@ def run(kind: str, base: dict[str, np.ndarray], args) -> None:
         for label, keys in (("control-only", CONTROL), ("64-bit AD+C/BE#", FULL)):
             path = os.path.join(tmp, f"{label[:4]}.sr")
             prof = write_slice({k: sl[k] for k in keys}, path)
-            t_fast, fast_records = fast_in_fresh_process(path, prof, tmp)
+            t_fast, fast_records, fast_words = fast_in_fresh_process(path, prof, tmp)
             t0 = cpu()
             ref = decode_capture(path, prof, engine="sigrok")
             t_ref = cpu() - t0
@@ -206,10 +207,13 @@ def run(kind: str, base: dict[str, np.ndarray], args) -> None:
             if len(a) == len(ref.records) + 1 and a["termination"][-1] == "truncated":
                 a = a[:-1]
             diff = diff_records(ref.records, a)
+            w = fast_words[fast_words["record"] < len(a)]
+            if not diff and not np.array_equal(w, ref.words):
+                diff = [f"data words differ ({len(w):,} vs {len(ref.words):,})"]
             n = args.slice
             print(f"  file {label:16s}: fast {n / t_fast / 1e6:7.1f} M clocks/s, sigrok-cli "
                   f"{n / t_ref / 1e6:6.3f} M clocks/s, ratio {t_ref / t_fast:6.0f}x, "
-                  f"records {'identical' if not diff else 'DIFFER: ' + diff[0]} ({len(ref.records):,})")
+                  f"records and words {'identical' if not diff else 'DIFFER: ' + diff[0]} ({len(ref.records):,})")
 
 
 if __name__ == "__main__":
