@@ -869,18 +869,18 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     lines = [m for m in range(len(masters)) if not lean or m == gnt_master]
     last = int(t_start_a[-1]) if ntx else -1
     if ntx:
-        seg = np.diff(np.concatenate(([0], t_start_a + 1)))
+        # segments up to each address phase, then the parked rest of the bus
+        seg = np.diff(np.concatenate(([0], t_start_a + 1, [total])))
+        who = np.append(t_master_a, t_master_a[-1])
     for m in lines:
         mname = masters[m]
-        g = np.empty(total, np.uint8)
         rq = np.empty(total, np.uint8)
         if ntx:
-            g[:last + 1] = np.repeat((t_master_a != m).view(np.uint8), seg)
-            g[last + 1:] = t_master_a[-1] != m
+            g = np.repeat((who != m).view(np.uint8), seg)
             rq[:last] = g[1:last + 1]
             rq[last:] = 1            # nobody requests after the last address phase
         else:
-            g[:] = m != 0            # the bus parks on master 0
+            g = np.full(total, m != 0, np.uint8)      # the bus parks on master 0
             rq[:] = 1
         if not lean:
             sig[f"gnt_n:{mname}"] = g
