@@ -283,7 +283,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     for ident, i in first:
         kinds[ident] = len(kt)
         kt.append(_kind(txns[i], -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
-    kind_a = np.array(list(map(kinds.__getitem__, ids)), i64)
+    kind_a = np.fromiter(map(kinds.__getitem__, ids), i64, n)
     del keys, ids, first
     wb = k_width[kind_a] // 8
     col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a]   # noqa: E731
@@ -382,7 +382,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
             raise PcitraceError(f"transaction {i}: parity error in data phase {pe} of {P}",
                                 fix="name an existing data phase")
         par_flips.append((-1 - (int(t_dbase[i]) + pe), i, f"data phase {pe}"))
-    t_master = np.array(list(map(MASTER_INDEX.__getitem__, cols["master"])), i64)
+    t_master = np.fromiter(map(MASTER_INDEX.__getitem__, cols["master"]), i64, n)
     purpose, packet, pcix_col = cols["purpose"], cols["packet"], k_pcix[kind_a]
     del cols                # (the Txn fields as tuples: tens of MB at tens of millions of clocks)
     rb = B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
