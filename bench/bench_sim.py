@@ -39,9 +39,10 @@ def main() -> int:
     ap.add_argument("--reference", type=float, default=0,
                     help="also compare with the reference paths on this many clocks (0: no)")
     args = ap.parse_args()
-    from pcitrace._memory import keep_freed_memory
+    from pcitrace._memory import keep_freed_memory, no_huge_pages
 
-    keep_freed_memory()                  # as the pcitrace command does
+    keep_freed_memory()                  # as `pcitrace simulate` does
+    no_huge_pages()
 
     import pcitrace.sim.output as out
     from pcitrace.sim.scenario import load_scenario

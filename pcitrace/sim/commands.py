@@ -21,6 +21,7 @@ from pcitrace.errors import PcitraceError
 @click.option("--duration-us", type=float, default=None, help="Override the capture length in microseconds.")
 def simulate(scenario, output, mode, no_ad, seed, duration_us):
     """Simulate NIC, buses and link from SCENARIO.toml; write a capture and its truth."""
+    from pcitrace._memory import no_huge_pages
     from pcitrace.sim.output import output_paths
     from pcitrace.sim.scenario import load_scenario, simulate as run, write_outputs
 
@@ -45,6 +46,7 @@ def simulate(scenario, output, mode, no_ad, seed, duration_us):
             raise PcitraceError(f"--duration-us {duration_us} is out of range", fix="use 1 .. 1000000")
         sc.duration_us = duration_us
     output_paths(output)          # reject a bad extension before the work
+    no_huge_pages()               # gigabytes of per-clock temporaries: see pcitrace._memory
     if sys.stderr.isatty():
         from rich.console import Console
         with Console(stderr=True).status(f"simulating {sc.name} ({sc.duration_us:g} us)"):
