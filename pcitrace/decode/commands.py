@@ -53,9 +53,17 @@ def write_parquet(arr, path) -> None:
     from pcitrace.decode.records import RECORD_DTYPE
 
     schema = pa.table({n: np.zeros(0, RECORD_DTYPE)[n] for n in RECORD_DTYPE.names}).schema
-    with pq.ParquetWriter(path, schema) as w:
-        for part in arr:
-            w.write_table(pa.table({n: part[n] for n in part.dtype.names}, schema=schema))
+    # pyarrow's default pool (mimalloc) keeps much of what a long stream of chunks frees, and
+    # the writer's encoders take from the default pool whatever pool it is given: a 100 M-clock
+    # decode peaked at 188 MiB with it, 161 MiB with the system allocator as the default
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        with pq.ParquetWriter(path, schema) as w:
+            for part in arr:
+                w.write_table(pa.table({n: part[n] for n in part.dtype.names}, schema=schema))
+    finally:
+        pa.set_memory_pool(previous)
 
 
 def _fmt_cell(name: str, v) -> str:

@@ -12,6 +12,7 @@ from pcitrace.capture import write_sr
 from pcitrace.capture.model import Capture, TimeBase
 from pcitrace.cli import main
 from pcitrace.decode import decode_capture
+from pcitrace.decode.engine import decode_clocks
 from pcitrace.decode.records import FIELD_NAMES, records_from_dicts, diff_records
 
 from .helpers import random_bus
@@ -115,3 +116,21 @@ def test_output_is_atomic(capture_path, tmp_path, monkeypatch):
         main(["decode", str(capture_path), "-o", str(out)])
     assert out.read_text() == "previous\n"
     assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]
+
+
+def test_streamed_parquet_is_the_records_and_leaves_arrows_pool_as_it_was(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from pcitrace.decode.commands import write_parquet
+
+    rng = np.random.default_rng(4)
+    sig, _ = random_bus(rng, 3000, ad=True, cbe=True, par=True, w64=False, gnt=False, busy=0.5)
+    t = np.arange(3000, dtype=np.int64) * 15000
+    recs = decode_clocks(sig, t)[0]
+    before = pa.default_memory_pool().backend_name
+    write_parquet(iter([recs[:10], recs[10:]]), tmp_path / "r.parquet")
+    assert pa.default_memory_pool().backend_name == before
+    back = pq.read_table(tmp_path / "r.parquet")
+    assert back.num_rows == len(recs)
+    assert back.column("start_ps").to_pylist() == recs["start_ps"].tolist()
+    assert back.column("termination").to_pylist() == recs["termination"].tolist()
