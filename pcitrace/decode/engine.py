@@ -153,6 +153,11 @@ _STOP_CLASSES = {name for name, lut in _CLASS_LUT.items() if not (lut & ~_CLASS_
 
 _PACK = 21
 
+# Record fields that default to -1, side by side in the record: filled as one (n, 4) view
+_MINUS_ONE = ("gnt", "tag", "requester", "byte_count")
+assert all(RECORD_DTYPE.fields[f][0] == np.int64 and RECORD_DTYPE.fields[f][1] == RECORD_DTYPE.fields["gnt"][1] + 8 * i
+           for i, f in enumerate(_MINUS_ONE)), "record layout changed: fill the -1 fields one by one"
+
 
 class _Runs:
     """The clocks as runs of one control code: counts and "first clock of a class at or after
@@ -388,10 +393,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     H = np.minimum(s + nh, e)                          # last header clock
     if has_cbe:
         cmd_code = (cbe[np.where(dac2, s + 1, s)] & m4).astype(np.int64)
-        command = (_PCIX_NAMES if pcix else _PCI_NAMES)[cmd_code]
     else:
         cmd_code = np.full(len(s), -1, np.int64)
-        command = np.full(len(s), facts.COMMAND_UNKNOWN)
     lo = H + 1   # data clocks: lo..e (j = e + 1)
     rlo = runs.step_to(lo, start_r[:nproc], 3)
 
@@ -466,7 +469,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     has_words = data_phases > 0
     any_wide = bool((w64 & has_words).any())
     # per-word width only matters when some word is 64 bits wide
-    wide = w64[w_txn] if any_wide else None
+    wide = w64[w_txn] if any_wide and (has_ad or has_cbe) else None
     first_word = excl[has_words]
 
     def per_txn_sum(x: np.ndarray) -> np.ndarray:
@@ -546,12 +549,13 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
     rec["target_waits"] = target_waits
     rec["parity_error"] = parity
     rec["width"] = rec_width
+    # gnt, tag, requester, byte_count: -1 (not captured / not PCI-X) unless set below
+    if len(rec):
+        np.ndarray((len(rec), len(_MINUS_ONE)), np.int64, buffer=rec, offset=RECORD_DTYPE.fields["gnt"][1],
+                   strides=(RECORD_DTYPE.itemsize, 8))[...] = -1
     if "gnt_n" in buf:
         prev = np.maximum(s - 1, 0)
         rec["gnt"] = (s >= 1) & (buf["gnt_n"][prev] == 0)
-    else:
-        rec["gnt"] = -1
-    rec["tag"] = rec["requester"] = rec["byte_count"] = -1
     if pcix and has_ad and has_cbe:
         Ac = np.minimum(attr, n - 1)
         ad_a = ad[Ac]
@@ -589,7 +593,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
 
     # --- findings ----------------------------------------------------------------------------
     def where_txt(t) -> list[str]:
-        return [f"{command[i]} at 0x{int(rec['address'][i]):x}" if has_ad else f"{command[i]}"
+        return [f"{rec['command'][i]} at 0x{int(rec['address'][i]):x}" if has_ad else f"{rec['command'][i]}"
                 for i in t]
 
     # TRDY# / STOP# without DEVSEL#: before the first DEVSEL# (after it, TRDY# alone is a
