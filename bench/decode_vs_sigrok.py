@@ -9,8 +9,8 @@ Two kinds of traffic, each tiled to --clocks:
 - dense: a worst case, NIC-like traffic rendered by pcitrace.sim.bus with little idle time
   (about 90 % busy, a transaction every 25 clocks; `--spacing N` adds idle clocks).
 For each:
-1. Engine throughput: decoded by the streaming engine in 1 M-clock chunks, control lines only
-   and with 64-bit AD + C/BE# + PAR/PAR64; best of --repeat runs (the machine is shared: the
+1. Engine throughput: decoded by the streaming engine in the chunks decode_capture uses (256 k
+   clocks), control lines only and with 64-bit AD + C/BE# + PAR/PAR64; best of --repeat runs (the machine is shared: the
    best run is the code's own speed, the median says how noisy it was).
 2. End to end on files: the first --slice clocks written as a state-mode .sr, decoded from the
    file by `decode_capture` (fast) and by sigrok-cli with decoders/pci (reference); the records
@@ -34,7 +34,7 @@ import numpy as np
 from pcitrace.capture import write_sr
 from pcitrace.capture.model import Capture, TimeBase
 from pcitrace.capture.profile import BusProfile, Profile
-from pcitrace.decode import decode_capture
+from pcitrace.decode import DEFAULT_CHUNK_CLOCKS, decode_capture
 from pcitrace.decode.engine import decode_clocks
 from pcitrace.decode.records import diff_records
 from pcitrace.sim.bus import TxnSpec, render
@@ -92,7 +92,9 @@ def cpu() -> float:
     return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
 
 
-def engine_rate(sig: dict[str, np.ndarray], chunk: int = 1 << 20) -> tuple[float, int]:
+def engine_rate(sig: dict[str, np.ndarray], chunk: int = DEFAULT_CHUNK_CLOCKS) -> tuple[float, int]:
+    """Clocks per CPU-second of the streaming engine over ``sig``, in the chunks
+    decode_capture uses, and the transactions found."""
     n = len(sig["frame_n"])
     times = np.rint(np.arange(n) * (1e12 / CLOCK_HZ)).astype(np.int64)
     carry, count = None, 0
