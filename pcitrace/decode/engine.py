@@ -528,14 +528,14 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
 
     # --- records -----------------------------------------------------------------------------
     rec = alloc(RECORD_DTYPE, len(s))
-    rec["bus"] = bus
+    _put_text(rec, "bus", bus)
     rec["start_ps"] = times[s]
     rec["end_ps"] = times[e]
     rec["clocks"] = e - s + 1
     if has_cbe:
         rec["command"] = (_PCIX_NAMES_U if pcix else _PCI_NAMES_U)[cmd_code]
     else:
-        rec["command"] = facts.COMMAND_UNKNOWN
+        _put_text(rec, "command", facts.COMMAND_UNKNOWN)
     rec["dac"] = dac
     if has_ad:
         a0 = ad[s] & M32
@@ -694,6 +694,18 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
                     ctx, leading, last_orphan, c0_busy, rec_base + len(s), word_base_next,
                     open=limit < n)
     return rec, words, findings.array(), new
+
+
+def _put_text(rec: np.ndarray, name: str, text: str) -> None:
+    """The same text in a string field of every (zero-filled) record: only its characters
+    are written (a UCS4 field is zero-padded code points), not the whole field's width."""
+    if not len(rec) or not text:
+        return
+    dt, off = RECORD_DTYPE.fields[name][:2]
+    text = text[:dt.itemsize // 4]
+    cps = np.array([text], f"U{len(text)}").view(np.uint32)
+    np.ndarray((len(rec), len(cps)), np.uint32, buffer=rec, offset=off,
+               strides=(RECORD_DTYPE.itemsize, 4))[...] = cps
 
 
 def _spans(R: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
