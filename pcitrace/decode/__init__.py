@@ -104,11 +104,9 @@ class _Grow:
     def claim(self, m: int) -> np.ndarray:
         """The next ``m`` slots, zero-filled, for the engine to write its output into in
         place (valid until the next claim or add)."""
-        if self._first is not None:
-            self._grow(max(2 * (self.n + m), 1024))
-        if self.buf is None:
+        if self.buf is None and self._first is None:
             self.buf = np.zeros(m, self.dtype)
-        elif self.n + m > len(self.buf):
+        elif self.buf is None or self.n + m > len(self.buf):
             self._grow(max(2 * (self.n + m), 1024))
         view = self.buf[self.n:self.n + m]
         self.n += m
@@ -118,15 +116,12 @@ class _Grow:
         m = len(part)
         if not m:
             return
-        if self.buf is None and self._first is None and self.n == 0:
+        if self.buf is None and self._first is None:
             # a capture decoded in one chunk costs no copy; parts are fresh engine output
             # that nobody changes afterwards
             self._first, self.n = part, m
             return
-        if self.buf is None or self.n + m > len(self.buf):
-            self._grow(max(2 * (self.n + m), 1024))
-        self.buf[self.n:self.n + m] = part
-        self.n += m
+        self.claim(m)[:] = part
 
     @property
     def array(self) -> np.ndarray:
