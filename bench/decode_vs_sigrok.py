@@ -10,8 +10,9 @@ Two kinds of traffic, each tiled to --clocks:
   (about 90 % busy, a transaction every 25 clocks; `--spacing N` adds idle clocks).
 For each:
 1. Engine throughput: decoded by the streaming engine in the chunks decode_capture uses (256 k
-   clocks), control lines only and with 64-bit AD + C/BE# + PAR/PAR64; best of --repeat runs (the machine is shared: the
-   best run is the code's own speed, the median says how noisy it was).
+   clocks), control lines only and with 64-bit AD + C/BE# + PAR/PAR64; best of --repeat runs
+   (the machine is shared: the best run is the code's own speed, the median says how noisy it
+   was).
 2. End to end on files: the first --slice clocks written as a state-mode .sr, decoded from the
    file by `decode_capture` (fast: best of --repeat processes of its own) and once by
    sigrok-cli with decoders/pci (reference); records and data words must be identical; prints
