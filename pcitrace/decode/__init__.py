@@ -86,7 +86,7 @@ class _Grow:
         only untouched pages, but never more than RESERVE_BYTES at once."""
         total = min(int(total), max(self.n, RESERVE_BYTES // self.dtype.itemsize))
         if self.buf is None:
-            if self._first is None or total <= len(self._first):
+            if self._first is not None and total <= len(self._first):
                 return
             self._grow(total)
         elif total > len(self.buf):
@@ -215,20 +215,26 @@ def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
     """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
     recs, words, finds = _Grow(RECORD_DTYPE), _Grow(WORD_DTYPE), _Grow(FINDING_DTYPE)
     out: dict = {}
-    estimated = False
-    claim = {RECORD_DTYPE: recs.claim, WORD_DTYPE: words.claim}
-    for part in iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
-                         progress=progress, summary=out, alloc=lambda dt, m: claim[dt](m)):
-        finds.add(part[2])     # records and words are already in place (claim)
-        part = None            # no view into the collected arrays outlives its chunk
-        if not estimated and recs.n:
-            # the rest of the capture is assumed as busy as its first chunk; a wrong guess
-            # costs a doubling (too low) or untouched pages given back at the end (too high)
-            estimated = True
+    grows = {RECORD_DTYPE: recs, WORD_DTYPE: words}
+    estimated = set()
+
+    def alloc(dt, m):
+        g = grows[dt]
+        if dt not in estimated and m:
+            # The rest of the capture is assumed as busy as the first chunk with output: a
+            # wrong guess costs a doubling (too low) or untouched pages given back at the
+            # end (too high). Sized before that chunk is written, so it is written once, into
+            # memory big enough for the kernel to back with huge pages.
+            estimated.add(dt)
             share = out["span"].share_of(capture)
             if 0 < share < 1:
-                recs.reserve(int(recs.n / share * 1.05) + 64)
-                words.reserve(int(words.n / share * 1.05) + 64)
+                g.reserve(int((g.n + m) / share * 1.05) + 64)
+        return g.claim(m)
+
+    for part in iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
+                         progress=progress, summary=out, alloc=alloc):
+        finds.add(part[2])     # records and words are already in place (claim)
+        part = None            # no view into the collected arrays outlives its chunk
     return recs.array, words.array, finds.array, out["bus"]
 
 

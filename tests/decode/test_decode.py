@@ -179,14 +179,18 @@ def test_iter_records_breaks_start_time_ties_like_merge_buses():
     assert np.array_equal(got, whole.records)
 
 
+@pytest.mark.parametrize("before", [False, True])
 @pytest.mark.parametrize("reserve", [None, 3, 40, 10_000])
-def test_collector_gives_the_parts_in_order_whatever_the_estimate(reserve):
+def test_collector_gives_the_parts_in_order_whatever_the_estimate(reserve, before):
     from pcitrace.decode import _Grow
     from pcitrace.decode.records import WORD_DTYPE
 
     rng = np.random.default_rng(5)
     parts = []
     g = _Grow(WORD_DTYPE)
+    if before and reserve is not None:
+        g.reserve(reserve)                    # sized before the first part (decode_bus)
+        assert g.n == 0
     for i, m in enumerate([7, 0, 13, 1, 25, 2]):
         p = np.zeros(m, WORD_DTYPE)
         p["time_ps"] = rng.integers(0, 1 << 40, m)
@@ -196,7 +200,7 @@ def test_collector_gives_the_parts_in_order_whatever_the_estimate(reserve):
             g.add(p)
         else:
             g.claim(m)[:] = p                 # the engine writes in place
-        if i == 0 and reserve is not None:
+        if i == 0 and reserve is not None and not before:
             g.reserve(reserve)
     got = g.array
     assert np.array_equal(got, np.concatenate(parts))
