@@ -464,7 +464,13 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
             clk[h] = False
         return clk
 
-    w_idx = np.flatnonzero(spread(in_txn & runs.on("dp")[:-1]))
+    w_idx = _clocks_of(np.flatnonzero(in_txn & runs.on("dp")[:-1]), rs, runs.rl)
+    for h in hdr_clk:
+        # a header clock is never a data phase, whatever the lines show (rare: only
+        # illegal activity has IRDY#, TRDY# and DEVSEL# on an address or attribute phase)
+        h = h[_CLASS_LUT["dp"][code[h]]]
+        if len(h):
+            w_idx = w_idx[~np.isin(w_idx, h)]
     w_txn = np.repeat(np.arange(len(s)), data_phases)
     has_words = data_phases > 0
     any_wide = bool((w64 & has_words).any())
@@ -706,6 +712,27 @@ def _put_text(rec: np.ndarray, name: str, text: str) -> None:
     cps = np.array([text], f"U{len(text)}").view(np.uint32)
     np.ndarray((len(rec), len(cps)), np.uint32, buffer=rec, offset=off,
                strides=(RECORD_DTYPE.itemsize, 4))[...] = cps
+
+
+_ARANGE = np.arange(0, dtype=np.int64)
+
+
+def _clocks_of(r: np.ndarray, rs: np.ndarray, rl: np.ndarray) -> np.ndarray:
+    """The clocks of runs r (sorted), in order: each run's start repeated over its length
+    plus a running count (two passes over the output, where spreading a per-clock mask and
+    searching it would take two over every clock)."""
+    global _ARANGE
+    lens = rl[r]
+    total = int(lens.sum())
+    if total > len(_ARANGE):
+        _ARANGE = np.arange(max(total, 2 * len(_ARANGE)), dtype=np.int64)
+        _ARANGE.flags.writeable = False
+    shift = rs[r]
+    if len(r) > 1:
+        shift[1:] -= np.cumsum(lens[:-1], dtype=np.int64)
+    out = np.repeat(shift, lens)
+    out += _ARANGE[:total]
+    return out
 
 
 def _spans(R: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
