@@ -7,8 +7,9 @@ arbitrated first come, first served with at least one idle clock between transac
 The link carries frames a -> b (and b -> a for answers and pause frames) with the wire
 time of preamble + frame and the inter-frame gap.
 
-The output is, per bus, the list of :class:`Txn` with start clocks and lengths, plus the
-frames and the per-packet bookkeeping the truth file reports. Turning a Txn into bus
+The output is, per bus, the transactions granted on it (:class:`TxnRows`: one tuple per
+transaction, :class:`Txn` objects on demand) with start clocks and lengths, plus the frames and
+the per-packet bookkeeping the truth file reports. Turning a Txn into bus
 signals is the bus renderer's job (:mod:`pcitrace.sim.bus`); the transaction lengths used
 for arbitration come from the renderer too (``length`` callable), so the schedule and the
 drawn signals cannot disagree.
@@ -87,7 +88,6 @@ class Txn:
     req_clock: int = -1
     start: int = -1             # clock of the address phase
     clocks: int = 0             # address phase .. last clock with FRAME# or IRDY#
-    rec: int = -1               # index in the truth records (set by the output stage; -1: bus not captured)
     # shape_key(self), set by call sites that build many transactions of one shape (one tuple
     # shared by all of them: the renderer groups transactions by it without reading the fields);
     # None: the renderer works it out. Whoever changes a field it covers sets it back to None.
@@ -114,7 +114,9 @@ class PacketLog:
     user_bytes: int
     frame_bytes: int
     send_app_ps: int = -1
-    csr_txns: list = dataclasses.field(default_factory=list)          # (bus, Txn)
+    # indices into the granted transactions (TxnRows) of the src PC's bus (csr_txns, tx_dma,
+    # tx_irq_csr) or of the dst PC's bus (rx_dma, rx_irq_csr)
+    csr_txns: list = dataclasses.field(default_factory=list)
     tx_dma: list = dataclasses.field(default_factory=list)
     rx_dma: list = dataclasses.field(default_factory=list)
     tx_irq_csr: list = dataclasses.field(default_factory=list)
@@ -152,6 +154,63 @@ def default_length(t: Txn) -> int:
     return header + first + phases - 1 + waits + extra
 
 
+# The model's hot call sites (CSR accesses, DMA bursts) hand the bus a row instead of a Txn: a
+# tuple in this order. A Txn costs four times a tuple to build, and the renderer and the truth
+# read its fields back column by column (one zip over the rows instead of an attribute fetch
+# per field and transaction). ``kind`` is the transaction's shape key (shape_key): it stands for
+# command, PCI-X, termination, DEVSEL#, waits, bytes and width.
+ROW_FIELDS = ("kind", "clocks", "address", "data", "data_off", "master", "purpose", "packet", "tag",
+              "requester", "byte_count", "read", "pc")
+
+
+class TxnRows:
+    """The transactions granted on one bus, in order: their start and request clocks and their
+    rows (ROW_FIELDS). ``txn(i)`` / ``txns()`` give them as :class:`Txn` objects (the reference
+    renderer, tests, the rare fault injections); :meth:`of` is the other way round."""
+
+    __slots__ = ("starts", "reqs", "rows", "_txns")
+
+    def __init__(self):
+        self.starts: list[int] = []
+        self.reqs: list[int] = []
+        self.rows: list[tuple] = []
+        self._txns: list[Txn] | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def txn(self, i: int) -> Txn:
+        kind, clocks, address, data, data_off, master, purpose, packet, tag, requester, byte_count, read, pc = \
+            self.rows[i]
+        command, pcix, term, devsel, iwaits, wait_every, nbytes, width = kind[:8]
+        return Txn(master, purpose, command, address, nbytes, term, devsel, iwaits, wait_every, width, read, pcix,
+                   tag, requester, byte_count, packet, pc, data, data_off, self.reqs[i], self.starts[i], clocks,
+                   kind=kind)
+
+    def txns(self) -> list[Txn]:
+        """Every transaction as a Txn (built once, then the same objects)."""
+        if self._txns is None or len(self._txns) != len(self.rows):
+            self._txns = [self.txn(i) for i in range(len(self.rows))]
+        return self._txns
+
+    @classmethod
+    def of(cls, txns) -> "TxnRows":
+        """Scheduled Txn objects (start and clocks set) as rows; equal shape keys share one tuple."""
+        out = cls()
+        interned: dict = {}
+        for t in txns:
+            k = t.kind if t.kind is not None else shape_key(t)
+            out.starts.append(t.start)
+            out.reqs.append(t.req_clock)
+            out.rows.append(_row(t, interned.setdefault(k, k), t.clocks))
+        return out
+
+
+def _row(t: Txn, kind: tuple, clocks: int) -> tuple:
+    return (kind, clocks, t.address, t.data, t.data_off, t.master, t.purpose, t.packet, t.tag, t.requester,
+            t.byte_count, t.read, t.pc)
+
+
 # -- the event engine -------------------------------------------------------------------
 
 class _Queue:
@@ -160,8 +219,26 @@ class _Queue:
         self.waiters: deque = deque()
 
 
+class _Gap:
+    """A heap entry's value for a generator that asked for a transaction and then a sleep
+    ("rowgap"): at the transaction's end it is not resumed yet, only rescheduled ``gap`` later."""
+
+    __slots__ = ("gap", "value")
+
+    def __init__(self, gap: int, value):
+        self.gap = gap
+        self.value = value
+
+
 class Engine:
-    """A tiny generator-based discrete-event engine; times in integer picoseconds."""
+    """A tiny generator-based discrete-event engine; times in integer picoseconds.
+
+    A generator yields commands: ("txn", bus, Txn) asks for a transaction and resumes at its end
+    with its index in the bus's rows; ("row", bus, row, log) does the same for a row and appends
+    that index to the list ``log`` when it ends in time; ("rowgap", bus, row, log, gap) is
+    ("row", ...) followed by ("sleep", gap) without resuming the generator in between (a DMA
+    burst or CSR access and the pause after it: half the resumptions of a run); ("sleep", ps),
+    ("until", t) and ("get", queue) wait."""
 
     def __init__(self):
         self.now = 0
@@ -192,6 +269,14 @@ class Engine:
             while heap and heap[0][0] <= until:
                 now, _, gen, value = pop(heap)
                 self.now = now          # the generators read self.now: kept equal to now
+                if value.__class__ is _Gap:
+                    # a "rowgap" transaction's end: now the sleep, as that op does below
+                    t, value = now + value.gap, value.value
+                    if t > until or (heap and heap[0][0] <= t):
+                        self._seq += 1
+                        push(heap, (t, self._seq, gen, value))
+                        continue
+                    now = self.now = t
                 send = gen.send
                 while True:
                     try:
@@ -199,9 +284,37 @@ class Engine:
                     except StopIteration:
                         break
                     op = cmd[0]
-                    if op == "txn":
-                        value = cmd[2]
-                        t = cmd[1].grant(value, now)
+                    if op == "rowgap":
+                        bus = cmd[1]
+                        value = len(bus.txn_rows.rows)
+                        t = bus.grant(cmd[2], now)
+                        if t > until:
+                            # not over in time: no log entry, and the generator never resumes
+                            self._seq += 1
+                            push(heap, (t, self._seq, gen, value))
+                            break
+                        cmd[3].append(value)
+                        # The steps of a "row" then a "sleep", each resuming at once when nothing
+                        # else is due first and going through the heap otherwise (same pushes in
+                        # the same order: the same schedule, ties included).
+                        if not heap or heap[0][0] > t:
+                            now = self.now = t
+                            t = now + cmd[4]
+                        else:
+                            self._seq += 1
+                            push(heap, (t, self._seq, gen, _Gap(cmd[4], value)))
+                            break
+                    elif op == "row":
+                        # (logged as soon as granted: the generator resumes at its end, in time or never)
+                        bus = cmd[1]
+                        value = len(bus.txn_rows.rows)
+                        t = bus.grant(cmd[2], now)
+                        if t <= until:
+                            cmd[3].append(value)
+                    elif op == "txn":
+                        bus = cmd[1]
+                        value = len(bus.txn_rows.rows)
+                        t = bus.grant_txn(cmd[2], now)
                     elif op == "sleep":
                         t = now + max(0, int(cmd[1]))
                         value = None
@@ -240,7 +353,8 @@ class BusModel:
         self.phase = self.period // 2     # first rising edge half a period into the capture
         self.length = length
         self.free = 0                     # first clock the next transaction may start at
-        self.txns: list[Txn] = []
+        self.txn_rows = TxnRows()
+        self._kinds: dict[tuple, tuple] = {}   # grant_txn's shape keys, one tuple per distinct key
         # Transactions must end (plus two idle clocks) inside the capture: none is truncated.
         self.limit = self.clock_at(limit_ps) - 3
 
@@ -250,7 +364,14 @@ class BusModel:
     def time_of(self, clock: int) -> int:
         return self.phase + clock * self.period
 
-    def grant(self, txn: Txn, now: int) -> int:
+    @property
+    def txns(self) -> list[Txn]:
+        """The granted transactions as Txn objects (built on first use)."""
+        return self.txn_rows.txns()
+
+    def grant(self, row: tuple, now: int) -> int:
+        """Schedule the transaction of ``row`` (ROW_FIELDS) requested at ``now``: the time it
+        ends, NEVER when it does not fit in the capture."""
         req = -((self.phase - now) // self.period)        # clock_at(now), inlined: once per transaction
         if req < 0:
             req = 0
@@ -258,20 +379,25 @@ class BusModel:
         start = req + 2
         if start < self.free:
             start = self.free
-        txn.req_clock = req
-        txn.start = start
-        # (a call site that knows its transaction's length already - CSR accesses - sets it)
-        n = txn.clocks or self.length(txn)
-        txn.clocks = n
-        end = start + n
+        end = start + row[1]
         if end > self.limit:
             # past the end of the capture: the master never gets its turn
             self.free = max(self.free, self.limit + 1)
             return NEVER
         # one idle clock after the last FRAME#/IRDY# clock before the next address phase
         self.free = end + 1
-        self.txns.append(txn)
+        rows = self.txn_rows
+        rows.starts.append(start)
+        rows.reqs.append(req)
+        rows.rows.append(row)
         return self.phase + end * self.period
+
+    def grant_txn(self, txn: Txn, now: int) -> int:
+        """grant() for a Txn object (the less frequent call sites: PCI-X reads and completions,
+        other devices' traffic): its row, its length from the renderer unless set."""
+        k = txn.kind if txn.kind is not None else shape_key(txn)
+        kind = self._kinds.setdefault(k, k)
+        return self.grant(_row(txn, kind, txn.clocks or self.length(txn)), now)
 
 
 # -- the model ----------------------------------------------------------------------------
@@ -305,8 +431,8 @@ class _PC:
         self.mem = bus.cfg.host.memory_base
         self.pcix = bus.cfg.kind == "pcix"
         self.csr_plans: dict = {}       # kind of CSR group -> its accesses (Model._csr_plan)
-        self.read_clocks: dict = {}     # DMA read burst shape -> (its length, shape_key)
-        self.write_clocks: dict = {}    # DMA write burst shape -> (its length, shape_key)
+        self.read_clocks: dict = {}     # DMA read burst shape -> (shape_key, its length)
+        self.write_clocks: dict = {}    # DMA write burst shape -> (shape_key, its length)
 
 
 class Draws:
@@ -444,33 +570,24 @@ class Model:
         the CPU to the NIC's BAR, each after the NIC's STOP# retries."""
         bus = pc.bus
         nic, host = bus.cfg.nic, bus.cfg.host
-        pcix = pc.pcix
-        gap, retry_gap = host.csr_gap_clocks * bus.period, host.retry_gap_clocks * bus.period
+        gap, retry_gap = max(0, host.csr_gap_clocks * bus.period), max(0, host.retry_gap_clocks * bus.period)
         retries = nic.csr_retries
         name = pc.name
-        for i, (write, addr, cmd, purpose, waits, devsel, bc, n_retry, n, kind_retry, kind) in enumerate(
-                self._csr_plan(pc, reads, writes, read_regs, write_regs)):
-            if i:
-                yield ("sleep", gap)
+        plan = self._csr_plan(pc, reads, writes, read_regs, write_regs)
+        last = len(plan) - 1
+        for i, (write, addr, purpose, bc, n, kind, retry) in enumerate(plan):
             value = pc.tx_count % RING if write else self.rng.uint32()
             for _ in range(retries):
-                # (positional, in the field order the Txn docstring lists)
-                t = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pcix, -1, -1, bc, -1,
-                        name)
-                t.clocks, t.kind = n_retry, kind_retry
-                t = yield ("txn", bus, t)
-                log.append(t)
-                yield ("sleep", retry_gap)
-            t = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc, -1,
-                    name, value.to_bytes(4, "little"))
-            t.clocks, t.kind = n, kind
-            t = yield ("txn", bus, t)
-            log.append(t)
+                # (a retry moves nothing: its row is the plan's, shared)
+                yield ("rowgap", bus, retry, log, retry_gap)
+            row = (kind, n, addr, value.to_bytes(4, "little"), 0, "host", purpose, -1, -1, -1, bc, not write, name)
+            # the gap before the next access without resuming here in between
+            yield ("rowgap", bus, row, log, gap) if i < last else ("row", bus, row, log)
 
     def _csr_plan(self, pc: _PC, reads: int, writes: int, read_regs, write_regs) -> list[tuple]:
-        """What each access of a CSR group is (write, address, command, purpose, target waits,
-        DEVSEL# clocks, PCI-X byte count, the lengths and shape keys of a retry and of the access),
-        worked out once per PC and kind of group: the groups repeat all capture long."""
+        """What each access of a CSR group is (write, address, purpose, PCI-X byte count, the
+        access's length and shape key, the row of a retry of it), worked out once per PC and kind
+        of group: the groups repeat all capture long."""
         key = (reads, writes, tuple(read_regs), tuple(write_regs))
         plan = pc.csr_plans.get(key)
         if plan is not None:
@@ -493,8 +610,8 @@ class Model:
                         pc.name)
             access = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc,
                          -1, pc.name, bytes(4))
-            plan.append((write, addr, cmd, purpose, waits, devsel, bc, bus.length(retry), bus.length(access),
-                         shape_key(retry), shape_key(access)))
+            plan.append((write, addr, purpose, bc, bus.length(access), shape_key(access),
+                         _row(retry, shape_key(retry), bus.length(retry))))
         pc.csr_plans[key] = plan
         return plan
 
@@ -507,7 +624,7 @@ class Model:
             yield from self._pcix_read(pc, addr, payload, purpose, seq, log)
             return
         memo = pc.read_clocks
-        gap = nic.dma_gap_clocks * pc.bus.period
+        gap = max(0, nic.dma_gap_clocks * pc.bus.period)
         while pos < n:
             a = addr + pos
             want = n - pos
@@ -526,17 +643,18 @@ class Model:
                 pc.reads += 1
                 if pc.reads % lat == 0:
                     waits = 20          # a violation: more than 16 clocks to the first data phase
-            t = Txn("nic", purpose, cmd, a, take, term, 1, waits, host.read_waits_every, cfg.width if take > 4 else 32,
-                    True, pc.pcix, -1, -1, -1, seq, pc.name, payload, pos)
-            # lengths remembered per burst shape, as for CSR accesses (the rest is fixed per PC)
+            # lengths and shape keys remembered per burst shape, as for CSR accesses (the rest is
+            # fixed per PC)
             key = (cmd, take, term, waits, a & 7, a >= 1 << 32)
-            hit = memo.get(key) or memo.setdefault(key, (pc.bus.length(t), shape_key(t)))
-            t.clocks, t.kind = hit
-            t = yield ("txn", pc.bus, t)
-            log.append(t)
+            hit = memo.get(key)
+            if hit is None:
+                t = Txn("nic", purpose, cmd, a, take, term, 1, waits, host.read_waits_every,
+                        cfg.width if take > 4 else 32, True, pc.pcix, -1, -1, -1, seq, pc.name, payload, pos)
+                hit = memo[key] = (shape_key(t), pc.bus.length(t))
+            row = (*hit, a, payload, pos, "nic", purpose, seq, -1, -1, -1, True, pc.name)
             pos += take
-            if pos < n:
-                yield ("sleep", gap)
+            # the gap before the next burst without resuming here in between
+            yield ("rowgap", pc.bus, row, log, gap) if pos < n else ("row", pc.bus, row, log)
 
     def _pcix_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
         """PCI-X: Memory Read Block requests of at most MMRBC, each answered by a split
@@ -558,8 +676,7 @@ class Model:
                 t = self._txn(pc, master="nic", purpose=purpose, command="mem_read_block", address=a,
                               nbytes=0, termination="split_response", devsel=1, read=True, packet=seq,
                               tag=tag, requester=requester, byte_count=take)
-                t = yield ("txn", pc.bus, t)
-                log.append(t)
+                log.append((yield ("txn", pc.bus, t)))
                 self.eng.spawn(self._split_completion(pc, a, payload[pos:pos + take], tag, requester,
                                                       purpose, seq, log, done),
                                self.eng.now + self.clocks(pc, host.split_latency_clocks))
@@ -586,8 +703,7 @@ class Model:
                           address=(tag << 24) | (requester << 8) | ((addr + pos) & 0x7F), nbytes=take, termination=term, devsel=1,
                           packet=seq, tag=tag, requester=requester, byte_count=n - pos,
                           data=chunk, data_off=pos)
-            t = yield ("txn", pc.bus, t)
-            log.append(t)
+            log.append((yield ("txn", pc.bus, t)))
             pos += take
             if pos < n:
                 yield ("sleep", self.clocks(pc, 1))
@@ -599,7 +715,7 @@ class Model:
         pcix = cfg.kind == "pcix"
         pos, n = 0, len(payload)
         memo = pc.write_clocks
-        gap = nic.dma_gap_clocks * pc.bus.period
+        gap = max(0, nic.dma_gap_clocks * pc.bus.period)
         while pos < n:
             a = addr + pos
             take, term = n - pos, "normal"
@@ -618,19 +734,20 @@ class Model:
                 # a PCI-X write sequence carries at most 4096 bytes; a disconnect continues it
                 seq_left = 4096 - (pos % 4096)
                 take = min(take, seq_left)
-            t = Txn("nic", purpose, cmd, a, take, term, 1, host.write_initial_waits, 0, cfg.width if take > 4 else 32,
-                    False, pc.pcix, pc.tag if pcix else -1, ((1 << 8) | (2 << 3)) if pcix else -1,
-                    min(n - pos, 4096 - (pos % 4096)) if pcix else -1, seq, pc.name, payload, pos)
-            if pcix:
-                pc.tag = (pc.tag + 1) % 32
             key = (cmd, take, term, a & 7, a >= 1 << 32)
-            hit = memo.get(key) or memo.setdefault(key, (pc.bus.length(t), shape_key(t)))
-            t.clocks, t.kind = hit
-            t = yield ("txn", pc.bus, t)
-            log.append(t)
+            hit = memo.get(key)
+            if hit is None:
+                t = Txn("nic", purpose, cmd, a, take, term, 1, host.write_initial_waits, 0,
+                        cfg.width if take > 4 else 32, False, pc.pcix)
+                hit = memo[key] = (shape_key(t), pc.bus.length(t))
+            if pcix:
+                tag, requester, bc = pc.tag, (1 << 8) | (2 << 3), min(n - pos, 4096 - (pos % 4096))
+                pc.tag = (pc.tag + 1) % 32
+            else:
+                tag = requester = bc = -1
+            row = (*hit, a, payload, pos, "nic", purpose, seq, tag, requester, bc, False, pc.name)
             pos += take
-            if pos < n:
-                yield ("sleep", gap)
+            yield ("rowgap", pc.bus, row, log, gap) if pos < n else ("row", pc.bus, row, log)
 
     # -- frames ----------------------------------------------------------------------
     def frame_payload(self, seq: int, user_bytes: int, src: str) -> bytes:

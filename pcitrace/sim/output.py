@@ -171,7 +171,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     rec_parts, find_parts = [], []
     ann: dict[str, list] = {"master": [], "purpose": [], "packet": []}
     occupancy: dict[str, dict] = {}
-    all_txns: list = []
+    bus_rows: list = []              # per bus: its granted transactions (TxnRows)
     first_parts: list = []           # per bus: time of each transaction's first data phase
 
     for bi, b in enumerate(buses):
@@ -179,7 +179,10 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         K = b.clock_at(duration)                # clocks k with T/2 + kT < duration
         if not timing:
             K = nsamples
-        txns = b.txns
+        rows = b.txn_rows
+        # the fault injections pick transactions by their fields: Txn objects, only for them
+        f = sc.faults
+        txns = b.txns if (f.parity_errors or f.stray_irdy or f.trdy_without_devsel or f.glitches) else None
         frng = np.random.default_rng([sc.seed, 0xFA, bi])
         share = lambda n: n // len(buses) + (bi < n % len(buses))      # noqa: E731
         parity: dict[int, int] = {}
@@ -187,11 +190,11 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
             cand = [i for i, t in enumerate(txns) if t.master == "nic" and phases(t)]
             for i in sorted(frng.choice(cand, min(len(cand), share(sc.faults.parity_errors)), replace=False)):
                 parity[int(i)] = int(frng.integers(0, phases(txns[i])))
-        rb = render_txns(txns, parity, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
+        rb = render_txns(rows, parity, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
                          gnt_master=0 if sc.gnt else None, with_ad=sc.ad, tail=1, total_clocks=K, lean=True)
-        cols = rb.txn_columns or _txn_columns(txns)
+        cols = rb.txn_columns or _txn_columns(rows)
         starts, ends = cols["start"], cols["end"]
-        if len(txns) and (not np.array_equal(rb.start_clock, starts) or not np.array_equal(rb.end_clock, ends)):
+        if len(rows) and (not np.array_equal(rb.start_clock, starts) or not np.array_equal(rb.end_clock, ends)):
             bad = int(np.flatnonzero((rb.start_clock != starts) | (rb.end_clock != ends))[0])
             raise AssertionError(f"bus {cfg.name}: transaction {bad} scheduled at clocks "
                                  f"{starts[bad]}..{ends[bad]} but rendered at "
@@ -217,7 +220,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         ann["master"] += list(map(MASTERS.__getitem__, cols["master"].tolist()))
         ann["purpose"] += cols["purpose"]
         ann["packet"] += cols["packet"]
-        all_txns.extend(txns)
+        bus_rows.append(rows)
         occupancy[cfg.name] = _occupancy(rb.signals, cols, recs, b, K)
 
         # -- channels --------------------------------------------------------------------
@@ -353,8 +356,6 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     phases_ = records["data_phases"]
     records["data_index"] = np.concatenate(([0], np.cumsum(phases_)[:-1])) if len(phases_) else phases_
     ann = {k: _pick(v, order) for k, v in ann.items()}
-    for t, i in zip(all_txns, inv.tolist()):
-        t.rec = i
     first_ps = np.empty(len(order), np.int64)
     if first_parts:
         first_ps[inv] = np.concatenate(first_parts)
@@ -382,7 +383,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                       "message": str(f["message"])} for f in findings],
         "frames": frames_out,
         "pauses": [{"start_ps": a, "end_ps": z} for a, z in model.pauses],
-        "packets": _packets(model, records, first_ps),
+        "packets": _packets(model, bus_rows, inv, records, first_ps),
         "occupancy": occupancy,
     }
     tb = TimeBase.timing(1e12 / p) if timing else TimeBase.state(clock_hz=1e12 / periods[0],
@@ -564,8 +565,9 @@ def _inject_signals(sc, sig, txns, starts, ends, rng, share) -> list[tuple[str, 
     return out
 
 
-def _txn_columns(txns) -> dict:
+def _txn_columns(rows) -> dict:
     """What :attr:`RenderedBus.txn_columns` holds, for a bus the TxnSpec path rendered."""
+    txns = rows.txns()
     start = np.fromiter((t.start for t in txns), np.int64, len(txns))
     return {"start": start, "end": start + np.fromiter((t.clocks for t in txns), np.int64, len(txns)) - 1,
             "master": np.fromiter((MASTER_INDEX[t.master] for t in txns), np.int64, len(txns)),
@@ -599,61 +601,75 @@ def _occupancy(sig: dict, cols: dict, recs, b, K: int) -> dict:
     }
 
 
-def _packets(model: ModelResult, records: np.ndarray, first_ps: np.ndarray) -> list[dict]:
-    # Straight from the Txn objects (no row dict per transaction): a long capture has
-    # hundreds of thousands of them. t.rec < 0: on a bus nobody probes; the times are the
-    # record's (start, end) and its first data phase's, looked up by t.rec.
+def _packets(model: ModelResult, bus_rows: list, inv: np.ndarray, records, first_ps: np.ndarray) -> list[dict]:
+    # Straight from the packet logs' indices into their buses' rows (no row dict per
+    # transaction: a long capture has hundreds of thousands of them). ``bus_rows``: the captured
+    # buses' TxnRows in the order their records were merged; ``inv``: merged record -> sorted
+    # record index. A transaction on a bus nobody probes has no record. The times are the
+    # record's (start, end) and its first data phase's.
     S, E, F = records["start_ps"].tolist(), records["end_ps"].tolist(), first_ps.tolist()
     out = []
     bus_of = {pc: None for pc in ("a", "b")}
-    for b in model.buses.values():
+    rec_of: dict[str, list] = {"a": [], "b": []}      # PC -> its bus's local -> record index
+    rows_of: dict[str, list] = {"a": [], "b": []}
+    at = 0
+    for b, rows in zip(model.buses.values(), bus_rows):
         bus_of[b.cfg.pc] = b.cfg.name
+        rec_of[b.cfg.pc] = inv[at:at + len(rows)].tolist()
+        rows_of[b.cfg.pc] = rows.rows
+        at += len(rows)
     tx_data_purposes = ("data_read", "data_completion")
     for pk in model.packets:
-        csr = [t for t in pk.csr_txns if t.rec >= 0]
-        tx = [t for t in pk.tx_dma if t.rec >= 0]
-        rx = [t for t in pk.rx_dma if t.rec >= 0]
-        tx_irq = [t for t in pk.tx_irq_csr if t.rec >= 0]
-        rx_irq = [t for t in pk.rx_irq_csr if t.rec >= 0]
-        data_tx = [t for t in tx if t.purpose in tx_data_purposes and t.nbytes]
-        data_rx = [t for t in rx if t.purpose == "data_write"]
+        src, dst = pk.src, pk.dst
+        g_src, g_dst = rec_of[src], rec_of[dst]
+        csr = [g_src[i] for i in pk.csr_txns] if g_src else []
+        tx = [g_src[i] for i in pk.tx_dma] if g_src else []
+        rx = [g_dst[i] for i in pk.rx_dma] if g_dst else []
+        tx_irq = [g_src[i] for i in pk.tx_irq_csr] if g_src else []
+        rx_irq = [g_dst[i] for i in pk.rx_irq_csr] if g_dst else []
+        # (a row's kind is its shape key: [2] termination, [6] bytes; [6] of the row: its purpose)
+        r_src, r_dst = rows_of[src], rows_of[dst]
+        csr_retries = sum(r_src[i][0][2] == "retry" for i in pk.csr_txns) if g_src else 0
+        data_tx = [(g_src[i], r_src[i][0][6]) for i in pk.tx_dma
+                   if r_src[i][6] in tx_data_purposes and r_src[i][0][6]] if g_src else []
+        data_rx = [(g_dst[i], r_dst[i][0][6]) for i in pk.rx_dma if r_dst[i][6] == "data_write"] if g_dst else []
         f = pk.frame
         d = {
-            "seq": pk.seq, "src": pk.src, "dst": pk.dst, "user_bytes": pk.user_bytes,
+            "seq": pk.seq, "src": src, "dst": dst, "user_bytes": pk.user_bytes,
             "frame_bytes": pk.frame_bytes, "lost": pk.lost,
-            "send_bus": bus_of[pk.src], "recv_bus": bus_of[pk.dst],
+            "send_bus": bus_of[src], "recv_bus": bus_of[dst],
             "app_send_ps": pk.send_app_ps,
-            "csr_records": [t.rec for t in csr],
-            "csr_start_ps": S[csr[0].rec] if csr else -1,
-            "csr_end_ps": E[csr[-1].rec] if csr else -1,
-            "csr_retries": sum(t.termination == "retry" for t in csr),
-            "first_dma_ps": S[tx[0].rec] if tx else -1,
-            "tx_dma_records": [t.rec for t in tx],
+            "csr_records": csr,
+            "csr_start_ps": S[csr[0]] if csr else -1,
+            "csr_end_ps": E[csr[-1]] if csr else -1,
+            "csr_retries": csr_retries,
+            "first_dma_ps": S[tx[0]] if tx else -1,
+            "tx_dma_records": tx,
             "tx_data_bursts": len(data_tx),
-            "tx_bytes": sum(t.nbytes for t in data_tx),
-            "tx_data_start_ps": S[data_tx[0].rec] if data_tx else -1,
-            "tx_first_word_ps": F[data_tx[0].rec] if data_tx else -1,
-            "tx_dma_end_ps": E[data_tx[-1].rec] if data_tx else -1,
+            "tx_bytes": sum(n for _, n in data_tx),
+            "tx_data_start_ps": S[data_tx[0][0]] if data_tx else -1,
+            "tx_first_word_ps": F[data_tx[0][0]] if data_tx else -1,
+            "tx_dma_end_ps": E[data_tx[-1][0]] if data_tx else -1,
             "wire_start_ps": f.start_ps if f else -1,
             "wire_end_ps": f.end_ps if f else -1,
             "wire_time_ps": (f.end_ps - f.start_ps) if f else -1,
-            "rx_dma_records": [t.rec for t in rx],
+            "rx_dma_records": rx,
             "rx_data_bursts": len(data_rx),
-            "rx_bytes": sum(t.nbytes for t in data_rx),
-            "rx_data_start_ps": S[data_rx[0].rec] if data_rx else -1,
-            "rx_first_word_ps": F[data_rx[0].rec] if data_rx else -1,
-            "rx_data_end_ps": E[data_rx[-1].rec] if data_rx else -1,
-            "rx_dma_end_ps": E[rx[-1].rec] if rx else -1,
-            "tx_irq_csr_records": [t.rec for t in tx_irq],
-            "rx_irq_csr_records": [t.rec for t in rx_irq],
-            "tx_irq_csr_start_ps": S[tx_irq[0].rec] if tx_irq else -1,
-            "rx_irq_csr_start_ps": S[rx_irq[0].rec] if rx_irq else -1,
+            "rx_bytes": sum(n for _, n in data_rx),
+            "rx_data_start_ps": S[data_rx[0][0]] if data_rx else -1,
+            "rx_first_word_ps": F[data_rx[0][0]] if data_rx else -1,
+            "rx_data_end_ps": E[data_rx[-1][0]] if data_rx else -1,
+            "rx_dma_end_ps": E[rx[-1]] if rx else -1,
+            "tx_irq_csr_records": tx_irq,
+            "rx_irq_csr_records": rx_irq,
+            "tx_irq_csr_start_ps": S[tx_irq[0]] if tx_irq else -1,
+            "rx_irq_csr_start_ps": S[rx_irq[0]] if rx_irq else -1,
         }
         d["csr_setup_ps"] = (d["first_dma_ps"] - d["csr_start_ps"]) if csr and tx else -1
         d["send_to_recv_ps"] = (d["rx_first_word_ps"] - d["tx_first_word_ps"]) \
             if d["rx_first_word_ps"] >= 0 and d["tx_first_word_ps"] >= 0 else -1
-        d["tx_interrupt_delay_ps"] = (d["tx_irq_csr_start_ps"] - E[tx[-1].rec]) if tx and tx_irq else -1
-        d["rx_interrupt_delay_ps"] = (d["rx_irq_csr_start_ps"] - E[rx[-1].rec]) if rx and rx_irq else -1
+        d["tx_interrupt_delay_ps"] = (d["tx_irq_csr_start_ps"] - E[tx[-1]]) if tx and tx_irq else -1
+        d["rx_interrupt_delay_ps"] = (d["rx_irq_csr_start_ps"] - E[rx[-1]]) if rx and rx_irq else -1
         out.append(d)
     return out
 

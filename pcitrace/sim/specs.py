@@ -15,7 +15,7 @@ import numpy as np
 from pcitrace.decode.facts import command_code
 from pcitrace.errors import PcitraceError
 from pcitrace.sim.bus import TxnSpec, is_read
-from pcitrace.sim.model import Txn, shape_key
+from pcitrace.sim.model import ROW_FIELDS, Txn, TxnRows, shape_key
 
 MASTERS = ("nic", "host", "other")
 MASTER_INDEX = {m: i for i, m in enumerate(MASTERS)}
@@ -187,10 +187,13 @@ class _Irregular(Exception):
     """A transaction the column builder does not cover: render through TxnSpecs instead."""
 
 
-def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: str, width: int,
+def render_txns(txns: list[Txn] | TxnRows, parity: dict[int, int] | None = None, *, mode: str, width: int,
                 clock_hz: float, bus: str, gnt_master: int | None, with_ad: bool, tail: int,
                 total_clocks: int | None, lean: bool = False):
     """``render(to_specs(txns), masters=MASTERS, ...)`` without a TxnSpec per transaction.
+
+    ``txns``: scheduled Txn objects, or a bus's :class:`~pcitrace.sim.model.TxnRows` (what the
+    model grants: no Txn object per transaction at all).
 
     The model's transactions repeat a few shapes, so everything that follows from the shape
     (command code, data phases, byte enables, header clocks, the renderer's clock pattern) is
@@ -206,46 +209,39 @@ def render_txns(txns: list[Txn], parity: dict[int, int] | None = None, *, mode: 
 
     kw = dict(mode=mode, width=width, clock_hz=clock_hz, bus=bus, gnt_master=gnt_master, with_ad=with_ad,
               tail=tail, total_clocks=total_clocks)
+    rows = txns if isinstance(txns, TxnRows) else TxnRows.of(txns)
     if mode in ("pci", "pcix") and width in (32, 64):
         try:
-            return _render_columns(txns, parity or {}, lean=lean, **kw)
+            return _render_columns(rows, parity or {}, lean=lean, **kw)
         except _Irregular:
             pass
-    specs = to_specs(txns)
+    specs = to_specs(txns.txns() if isinstance(txns, TxnRows) else txns)
     for i, pe in (parity or {}).items():
         specs[i].parity_error = pe
     return B.render(specs, masters=MASTERS, **kw)
 
 
-# Every Txn field the renderer and the truth read, fetched in one pass over the transactions
-# (the objects are read once while in cache; a pass per field costs as much per field). The
-# shape key ("kind", shared by the transactions of a shape) stands for the fields it covers:
-# PCI-X, bytes and width are read from the first transaction of each kind (model.shape_key).
-_FIELDS = ("kind", "start", "clocks", "address", "data", "data_off", "master", "purpose", "packet")
-_PCIX_FIELDS = ("requester", "tag", "byte_count")      # read on PCI-X buses only
-_ROWS = {False: (_FIELDS, operator.attrgetter(*_FIELDS)),
-         True: (_FIELDS + _PCIX_FIELDS, operator.attrgetter(*_FIELDS, *_PCIX_FIELDS))}
+def txn_columns(rows: TxnRows) -> dict[str, tuple]:
+    """Field name (ROW_FIELDS and "start") -> the tuple of that field over the transactions (one
+    transpose of the rows, a C loop)."""
+    cols = dict(zip(ROW_FIELDS, zip(*rows.rows)))
+    cols["start"] = rows.starts
+    return cols
 
 
-def txn_columns(txns, pcix: bool = True) -> dict[str, tuple]:
-    """Field name -> the tuple of that field over ``txns`` (one pass, C loops); the PCI-X
-    fields (requester, tag, byte count) only when ``pcix``."""
-    names, row = _ROWS[pcix]
-    return dict(zip(names, zip(*map(row, txns))))
-
-
-def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, with_ad, tail, total_clocks, lean):
-    """The renderer's per-transaction columns, column-wise: one attribute fetch per column and
-    transaction (C loops over the Txn list), then numpy. What depends on the transaction's
-    shape comes from its kind (worked out once, through to_spec and the renderer)."""
+def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_master, with_ad, tail, total_clocks,
+                    lean):
+    """The renderer's per-transaction columns, column-wise: the rows transposed (C loops), then
+    numpy. What depends on the transaction's shape comes from its kind (worked out once, through
+    to_spec and the renderer)."""
     from pcitrace.sim import bus as B
 
     pcix = mode == "pcix"
     u64, i64 = np.uint64, np.int64
-    n = len(txns)
+    n = len(rows)
     if n == 0:
         raise _Irregular            # nothing to speed up: the TxnSpec path draws the idle bus
-    cols = txn_columns(txns, pcix)
+    cols = txn_columns(rows)
     # (numeric columns by np.fromiter: np.array first works out the tuple's shape and type)
     try:
         addr = np.fromiter(cols["address"], u64, n)      # negative or beyond 64 bits: the TxnSpec path says so
@@ -259,21 +255,14 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     kt: list[tuple] = []
     kind_be: list[np.ndarray] = []           # per kind: the byte enables of its data phases
     reads = [B.is_read(c, mode) for c in range(16)]
-    keys = cols["kind"]
-    if None in keys:
-        # transactions whose call site set no shape key: theirs, one tuple per distinct key
-        keys = list(keys)
-        interned: dict[tuple, tuple] = {}
-        for i in [i for i, k in enumerate(keys) if k is None]:
-            k = shape_key(txns[i])
-            keys[i] = interned.setdefault(k, k)
+    keys = cols["kind"]          # (every row has its shape key: TxnRows.of and the model set it)
     # Kinds by the identity of the key tuples (equal keys in distinct tuples are two kinds of the
     # same shape: the same drawing); first index of every key, in order of first occurrence (C
     # loops: reversed pairs leave each key's smallest index; sorting by it restores the order).
     ids = list(map(id, keys))
     first = sorted(dict(zip(reversed(ids), range(n - 1, -1, -1))).items(), key=operator.itemgetter(1))
     # what the shape key covers, per kind from its first transaction
-    k_first = _pick(txns, [i for _, i in first])
+    k_first = [rows.txn(i) for _, i in first]
     k_width = np.array([t.width for t in k_first], i64)
     if not np.all((k_width == 32) | (k_width == 64)):
         raise _Irregular
@@ -282,7 +271,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     del k_first
     for ident, i in first:
         kinds[ident] = len(kt)
-        kt.append(_kind(txns[i], -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
+        kt.append(_kind(rows.txn(i), -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
     kind_a = np.fromiter(map(kinds.__getitem__, ids), i64, n)
     del keys, ids, first
     wb = k_width[kind_a] // 8
@@ -317,7 +306,7 @@ def _render_columns(txns, parity, *, mode, width, clock_hz, bus, gnt_master, wit
     nbytes = k_nbytes[kind_a]
     datas = cols["data"]
     offs = np.fromiter(cols["data_off"], i64, n)
-    _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad)
+    _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad)
     del datas
     be_off = np.cumsum([len(b) for b in kind_be]) - [len(b) for b in kind_be]
     be_flat = np.concatenate(kind_be).astype(np.uint8)
@@ -406,7 +395,7 @@ def _pick(seq, idx: list) -> tuple:
     return operator.itemgetter(*idx)(seq) if idx else ()
 
 
-def _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad) -> None:
+def _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad) -> None:
     """Fill ``all_ad`` with every transaction's data words (a function of its own: its
     temporaries - the burst pool and buffer lists, tens of MB at tens of millions of clocks -
     are gone before the renderer assembles the bus)."""
@@ -483,7 +472,7 @@ def _data_words(txns, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
             all_ad[to] = np.take(pool, at)
         for j in np.flatnonzero(~have).tolist():
             i = bl[j]
-            w = np.asarray(_words(txns[i])[0], u64)
+            w = np.asarray(_words(rows.txn(i))[0], u64)
             all_ad[t_dbase[i]:t_dbase[i] + len(w)] = w
 
 
