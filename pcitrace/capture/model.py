@@ -118,6 +118,65 @@ class TimeBase:
             return int(self.timestamps_ps[index])
         return int(round(index * 1e12 / self.rate_hz)) + self.start_ps
 
+    def lazy_times(self, start: int, stop: int) -> "np.ndarray | SampleTimes":
+        """The times of samples [start, stop): a SampleTimes where they follow from a uniform
+        rate (computed only where read), else the timestamps themselves."""
+        if self.timestamps_ps is not None:
+            return self.times_ps(start, stop)
+        return SampleTimes(self, start, stop)
+
+
+class SampleTimes:
+    """The times of samples [start, stop) of a uniform-rate time base, computed only at the
+    samples asked for. A decoder reads the times of a small share of the clocks (transaction
+    bounds, data phases); writing eight bytes for every clock of a chunk first costs more
+    than the decoding around it. Answers the reads a decoder makes of an int64 array:
+    ``len``, ``take``, an int or a slice, and ``np.asarray`` (every time, same rounding
+    as :meth:`TimeBase.times_ps`)."""
+
+    __slots__ = ("timebase", "start", "stop")
+    dtype = np.dtype(np.int64)
+
+    def __init__(self, timebase: TimeBase, start: int, stop: int):
+        self.timebase, self.start, self.stop = timebase, int(start), max(int(start), int(stop))
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __repr__(self) -> str:
+        return f"SampleTimes(samples {self.start}..{self.stop})"
+
+    def take(self, indices) -> np.ndarray:
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
+            raise IndexError(f"sample index out of range for {len(self)} samples")
+        return self.timebase.times_at(idx + self.start)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            a, b, step = key.indices(len(self))
+            if step != 1:
+                return np.asarray(self)[key]
+            return SampleTimes(self.timebase, self.start + a, self.start + b)
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + (len(self) if key < 0 else 0)
+            if not 0 <= i < len(self):
+                raise IndexError(f"sample index {int(key)} out of range for {len(self)} samples")
+            return int(self.timebase.times_at(np.array([self.start + i]))[0])
+        return self.take(key)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self.timebase.times_ps(self.start, self.stop)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def follows(self, other) -> bool:
+        """True when these times go on where ``other`` (a SampleTimes) stops."""
+        return (isinstance(other, SampleTimes) and other.timebase is self.timebase
+                and other.stop == self.start)
+
+    def joined(self, later: "SampleTimes") -> "SampleTimes":
+        return SampleTimes(self.timebase, self.start, later.stop)
+
 
 @dataclasses.dataclass
 class Chunk:

@@ -42,7 +42,7 @@ import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.clocked import rising_edges
-from pcitrace.capture.model import Capture
+from pcitrace.capture.model import Capture, SampleTimes
 from pcitrace.errors import PcitraceError
 
 PCI_SIGNALS = ("clk", "frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n", "ad", "cbe_n", "par",
@@ -503,12 +503,23 @@ def check_bus(capture: Capture, bus: BusProfile, profile_name: str = "profile") 
 
 @dataclasses.dataclass
 class BusChunk:
+    """Clocks [start_clock, start_clock + len) of a bus: ``sig`` holds one entry per clock
+    of each signal; ``times`` their times, as an int64 array or (uniform-rate state
+    captures) a SampleTimes that computes them only where read."""
+
     start_clock: int
-    times_ps: np.ndarray
+    times: np.ndarray | SampleTimes
     sig: dict[str, np.ndarray]
 
     def __len__(self) -> int:
-        return len(self.times_ps)
+        return len(self.times)
+
+    @property
+    def times_ps(self) -> np.ndarray:
+        """The times as an int64 array."""
+        if isinstance(self.times, SampleTimes):
+            self.times = np.asarray(self.times)
+        return self.times
 
 
 def _signal_width(capture: Capture, bus: BusProfile, sig: str) -> int:
@@ -554,11 +565,16 @@ def _invert(bus: BusProfile, sig: str, a: np.ndarray, widths: dict[str, int]) ->
     return a
 
 
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
+def _cat(parts: list) -> np.ndarray | SampleTimes:
     # one part (reads the size of a chunk, the usual case; the last chunk's empty remainder
     # aside) is passed on without a copy
     full = [p for p in parts if len(p)]
-    return full[0] if len(full) == 1 else np.concatenate(parts)
+    if len(full) == 1:
+        return full[0]
+    if full and all(isinstance(p, SampleTimes) for p in full) and all(
+            b.follows(a) for a, b in zip(full, full[1:])):
+        return full[0].joined(full[-1])
+    return np.concatenate([np.asarray(p) for p in parts])
 
 
 def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
@@ -607,7 +623,7 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
             for ch in packed:
                 if ch.length == 0:
                     continue
-                pend_t.append(tb.times_ps(ch.start, ch.start + ch.length))
+                pend_t.append(tb.lazy_times(ch.start, ch.start + ch.length))
                 for s in sigs:
                     pend[s].append(_invert(bus, s, ch.data[s], widths))
                 npend += ch.length
@@ -617,7 +633,7 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
         for ch in capture.iter_chunks(chans, chunk_samples=read):
             if ch.length == 0:
                 continue
-            pend_t.append(tb.times_ps(ch.start, ch.start + ch.length))
+            pend_t.append(tb.lazy_times(ch.start, ch.start + ch.length))
             for s in sigs:
                 pend[s].append(_assemble(bus, s, ch.data, widths, None))
             npend += ch.length

@@ -141,9 +141,9 @@ class _BusSpan:
 
     def add(self, ch) -> None:
         if self.first_times is None:
-            self.first_times = ch.times_ps[:4096].copy()
-            self.start_ps = int(ch.times_ps[0])
-        self.end_ps = int(ch.times_ps[-1])
+            self.first_times = np.array(ch.times[:4096], np.int64)
+            self.start_ps = int(ch.times[0])
+        self.end_ps = int(ch.times[-1])
         self.clocks += len(ch)
         self.busy += int(np.count_nonzero((ch.sig["frame_n"] == 0) | (ch.sig["irdy_n"] == 0)))
 
@@ -195,7 +195,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
             continue
         span.add(ch)
         empty_sig = {k: v[:0] for k, v in ch.sig.items()}
-        r, w, f, carry = decode_clocks(ch.sig, ch.times_ps, carry=carry, final=False, **opts)
+        r, w, f, carry = decode_clocks(ch.sig, ch.times, carry=carry, final=False, **opts)
         yield r, w, f
         if progress is not None:
             progress(len(ch))

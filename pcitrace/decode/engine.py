@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from pcitrace.capture.clocked import rising_edges
+from pcitrace.capture.model import SampleTimes
 from pcitrace.decode import facts
 from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE
 from pcitrace.errors import PcitraceError
@@ -94,12 +95,25 @@ def _join(carry: Carry | None, sig: Mapping[str, np.ndarray], times_ps: np.ndarr
                             fix="map those signals in the channel profile")
     if carry is None or len(carry.times_ps) == 0:
         buf = {k: np.asarray(sig[k]) for k in keys}
-        return buf, np.asarray(times_ps, np.int64)
+        return buf, _times(times_ps)
     if set(carry.sig) != set(keys):
         raise ValueError("chunks of one bus must carry the same signals")
     parts = [(carry.sig, carry.times_ps)] + carry.pending + [(sig, times_ps)]
     buf = {k: np.concatenate([np.asarray(p[k], carry.sig[k].dtype) for p, _ in parts]) for k in keys}
-    return buf, np.concatenate([np.asarray(t, np.int64) for _, t in parts])
+    ts = [t for _, t in parts]
+    if all(isinstance(t, SampleTimes) for t in ts) and all(b.follows(a) for a, b in zip(ts, ts[1:])):
+        return buf, ts[0].joined(ts[-1])
+    return buf, np.concatenate([np.asarray(t, np.int64) for t in ts])
+
+
+def _times(t):
+    """Times as given: an int64 array, or a SampleTimes left to compute only what is read."""
+    return t if isinstance(t, SampleTimes) else np.asarray(t, np.int64)
+
+
+def _own(t):
+    """A copy of times that is to outlive its chunk (a SampleTimes holds no samples)."""
+    return t if isinstance(t, SampleTimes) else t.copy()
 
 
 def _still_open(carry: Carry, sig: Mapping[str, np.ndarray]) -> bool:
@@ -297,12 +311,13 @@ class _Runs:
         return np.where(here, x, self.rs_ext[r]), r
 
 
-def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: str = "pci",
+def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTimes, *, mode: str = "pci",
                   width: int = 32, bus: str = "pci", carry: Carry | None = None,
                   final: bool = True, ad_bits: int = 64, cbe_bits: int = 8,
                   alloc=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Carry]:
     """Decode one chunk of bus clocks.
 
+    ``times_ps``: the clocks' times, an int64 array or a SampleTimes (read only where needed).
     Returns (records, words, findings, carry). ``words['record']`` counts records from the
     first chunk of this bus. With ``final=False`` the transaction open at the end of the chunk
     is kept in the returned carry; with ``final=True`` it is emitted as ``truncated``.
@@ -320,7 +335,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
             and _still_open(carry, sig)):
         if len(times_ps):
             carry.pending.append(({k: np.asarray(v) for k, v in sig.items() if k in carry.sig},
-                                  np.asarray(times_ps, np.int64)))
+                                  _times(times_ps)))
         return (np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), np.zeros(0, FINDING_DTYPE), carry)
     buf, times = _join(carry, sig, times_ps)
     n = len(times)
@@ -696,7 +711,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray, *, mode: 
         else:
             last_orphan = orphan_prev
             c0_busy = bool(busy_run[0]) if n else False
-        new = Carry({k: v[c0:].copy() for k, v in buf.items()}, times[c0:].copy(), clock0 + c0,
+        new = Carry({k: v[c0:].copy() for k, v in buf.items()}, _own(times[c0:]), clock0 + c0,
                     ctx, leading, last_orphan, c0_busy, rec_base + len(s), word_base_next,
                     open=limit < n)
     return rec, words, findings.array(), new

@@ -379,3 +379,57 @@ def test_chunk_too_long_for_packed_counts_decodes_the_same():
     assert diff_records(whole, np.concatenate(parts)) == []
     assert np.array_equal(w_whole, np.concatenate(words))
     assert np.array_equal(np.sort(f_whole, order="time_ps"), np.sort(np.concatenate(finds), order="time_ps"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 160), opts=bus_options,
+       mode=st.sampled_from(["pci", "pcix"]), cuts=st.lists(st.integers(0, 160), max_size=5),
+       start_ps=st.integers(0, 10**12))
+def test_times_computed_where_read_decode_the_same(seed, n, opts, mode, cuts, start_ps):
+    # State captures of a uniform clock hand the engine SampleTimes (times computed only where
+    # read), chunk by chunk; the result must be that of the times as arrays.
+    from pcitrace.capture.model import TimeBase
+
+    rng = np.random.default_rng(seed)
+    sig, _ = random_bus(rng, n, busy=0.7, **opts)
+    tb = TimeBase.state(clock_hz=66_666_667.0, start_ps=start_ps)
+    t = tb.times_ps(0, n)
+    width = 64 if opts["w64"] else 32
+    rec, words, f, _ = decode_clocks(sig, t, mode=mode, width=width)
+    carry, parts, prev = None, [], 0
+    for cut in sorted(c for c in cuts if c <= n) + [n]:
+        r, w, fi, carry = decode_clocks({k: v[prev:cut] for k, v in sig.items()}, tb.lazy_times(prev, cut),
+                                        carry=carry, final=False, mode=mode, width=width)
+        parts.append((r, w, fi))
+        prev = cut
+    parts.append(decode_clocks({k: v[:0] for k, v in sig.items()}, tb.lazy_times(n, n), carry=carry,
+                               mode=mode, width=width)[:3])
+    r2, w2, f2 = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    assert diff_records(rec, r2) == []
+    assert np.array_equal(words, w2)
+    assert sorted(map(tuple, f.tolist())) == sorted(map(tuple, f2.tolist()))
+
+
+def test_times_computed_where_read_through_a_transaction_open_for_many_chunks():
+    from pcitrace.capture.model import TimeBase
+
+    n = 20_000
+    spec_sig, _ = clocks(["", "F", "FI", ""])
+    sig = {k: np.ones(n, np.uint8) for k in spec_sig}
+    sig["frame_n"][1:n - 5] = 0
+    sig["irdy_n"][2:n - 5] = 0
+    sig["devsel_n"][3:n - 5] = 0
+    sig["trdy_n"][3:n - 5:2] = 0
+    tb = TimeBase.state(clock_hz=33_333_333.0)
+    whole, w_whole, _, _ = decode_clocks(sig, tb.times_ps(0, n))
+    carry, recs, words, waited = None, [], [], 0
+    for a in range(0, n, 500):
+        r, w, _, carry = decode_clocks({k: v[a:a + 500] for k, v in sig.items()}, tb.lazy_times(a, min(a + 500, n)),
+                                       carry=carry, final=False)
+        recs.append(r), words.append(w)
+        waited = max(waited, len(carry.pending))
+    assert waited > 10                      # the open transaction waited, unjoined
+    r, w, _, _ = decode_clocks({k: v[:0] for k, v in sig.items()}, tb.lazy_times(n, n), carry=carry)
+    recs.append(r), words.append(w)
+    assert diff_records(whole, np.concatenate(recs)) == [] and len(whole) == 1
+    assert np.array_equal(w_whole, np.concatenate(words))

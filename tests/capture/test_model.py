@@ -1,0 +1,51 @@
+"""The capture model's time base: lazily computed sample times."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pcitrace.capture.model import SampleTimes, TimeBase
+
+
+@settings(max_examples=60, deadline=None)
+@given(rate=st.sampled_from([33_333_333.0, 66_666_667.0, 133e6, 100e6, 1e9 / 7]),
+       start_ps=st.integers(0, 10**12), start=st.integers(0, 10**9), n=st.integers(0, 3000),
+       data=st.data())
+def test_sample_times_equal_the_time_base_array(rate, start_ps, start, n, data):
+    tb = TimeBase.state(clock_hz=rate, start_ps=start_ps)
+    lazy = tb.lazy_times(start, start + n)
+    full = tb.times_ps(start, start + n)
+    assert isinstance(lazy, SampleTimes) and len(lazy) == n
+    assert np.array_equal(np.asarray(lazy), full)
+    idx = np.array(data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=50) if n else st.just([])),
+                   np.int64)
+    assert np.array_equal(lazy.take(idx), full[idx]) and np.array_equal(lazy[idx], full[idx])
+    a, b = sorted(data.draw(st.lists(st.integers(-n - 2, n + 2), min_size=2, max_size=2)))
+    part = lazy[a:b]
+    assert isinstance(part, SampleTimes) and np.array_equal(np.asarray(part), full[a:b])
+    if n:
+        i = data.draw(st.integers(-n, n - 1))
+        assert lazy[i] == full[i]
+        # the join of two neighbouring ranges is the range over both
+        k = data.draw(st.integers(0, n))
+        left, right = lazy[:k], lazy[k:]
+        assert right.follows(left) and np.array_equal(np.asarray(left.joined(right)), full)
+
+
+def test_sample_times_refuse_what_an_array_would_wrap_or_miss():
+    lazy = TimeBase.state(clock_hz=66e6).lazy_times(100, 110)
+    with pytest.raises(IndexError):
+        lazy.take(np.array([3, 10]))
+    with pytest.raises(IndexError):
+        lazy.take(np.array([-1]))         # an array would give the last time; a decoder never means it
+    with pytest.raises(IndexError):
+        lazy[10]
+    assert lazy[-1] == TimeBase.state(clock_hz=66e6).time_ps(109)
+    assert not lazy[5:].follows(lazy[:4]) and lazy[4:].follows(lazy[:4])
+
+
+def test_timestamped_time_bases_give_their_timestamps():
+    ts = np.array([0, 7, 20, 33], np.int64)
+    got = TimeBase.state(timestamps_ps=ts).lazy_times(1, 3)
+    assert isinstance(got, np.ndarray) and got.tolist() == [7, 20]
