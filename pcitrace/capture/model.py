@@ -150,7 +150,8 @@ class SampleTimes:
         idx = np.asarray(indices, dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
             raise IndexError(f"sample index out of range for {len(self)} samples")
-        return self.timebase.times_at(idx + self.start)
+        # the sample numbers as floats in one pass (exact: far below 2**53), as times_ps has them
+        return self.timebase._scaled(np.add(idx, float(self.start), dtype=np.float64))
 
     def __getitem__(self, key):
         if isinstance(key, slice):
