@@ -442,18 +442,32 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
 
     # --- termination (first match wins) -----------------------------------------------------
     term = np.full(len(s), _TERM["normal"], np.int64)
-    # first STOP# with DEVSEL#, looked for only where there is one
-    has_k = runs.count("sd", Plo, Pj) > 0
+    has_k, with_data, abort = (np.zeros(len(s), bool) for _ in range(3))
     before_k = np.zeros(len(s), np.int64)
-    ik = np.flatnonzero(has_k)
-    if len(ik):
-        kk, rkk = runs.first("sd", lo[ik], rlo[ik])
-        before_k[ik] = runs.counts(DSI, (rlo[ik], Plo[1][ik]), runs.at(kk, rkk))[0]
-    with_data = runs.count("dps", Plo, Pj) > 0          # a data phase completed with STOP#
+    if runs.runs_in("s") and len(s):
+        # Every class looked at here has STOP# asserted, and STOP# runs are few: each is
+        # handed to the transaction it lies in, rather than a prefix sum over all runs per class.
+        r = runs.positions("s")[:-1]
+        t = np.searchsorted(start_r[:nproc], r, side="right") - 1
+        keep = t >= 0
+        r, t = r[keep], t[keep]
+        keep = r < rj[t]                                # before the transaction's closing bound
+        r, t = r[keep], t[keep]
+        r_end = np.minimum(runs.rs_ext[r + 1], j[t])
+        a = np.maximum(rs[r], lo[t])                    # the run's clocks in [lo, j)
+        sd = runs.flag("sd", r) & (r_end > a)
+        has_k[t[sd]] = True
+        with_data[t[runs.flag("dps", r) & (r_end > a)]] = True   # a data phase completed with STOP#
+        abort[t[runs.flag("snd", r) & (r_end > np.maximum(rs[r], fd1[t]))]] = True
+        # the first STOP# with DEVSEL#: the first such run of each transaction (runs in order)
+        tk, ak, rk = t[sd], a[sd], r[sd]
+        first = np.flatnonzero(np.concatenate(([True], tk[1:] != tk[:-1]))) if len(tk) else tk
+        ik = tk[first]
+        before_k[ik] = runs.counts(DSI, (rlo[ik], Plo[1][ik]), runs.at(ak[first], rk[first]))[0]
     term = np.where(has_k & (before_k == 0), _TERM["retry"], term)
     term = np.where(has_k & (before_k > 0), _TERM["disconnect_without_data"], term)
     term = np.where(has_k & with_data, _TERM["disconnect_with_data"], term)
-    term = np.where(runs.count("snd", Pfd1, Pj) > 0, _TERM["target_abort"], term)
+    term = np.where(abort, _TERM["target_abort"], term)
     if pcix:
         term = np.where(runs.count("tnd", Pfd1, Pj) > 0, _TERM["split_response"], term)
     term = np.where(~has_d, _TERM["master_abort"], term)
