@@ -261,7 +261,8 @@ class RenderedBus:
     devsel_clock: np.ndarray | None = dataclasses.field(default=None, repr=False)
     bad_parity: list = dataclasses.field(default_factory=list, repr=False)
     # render_txns: per transaction start / end clock as scheduled, master index, purpose,
-    # packet, pcix (the Txn fields the truth needs, from the renderer's one pass over them)
+    # packet, pcix, bytes moved, retried (the Txn fields the truth needs, from the renderer's
+    # columns)
     txn_columns: dict | None = dataclasses.field(default=None, repr=False)
 
     @property

@@ -42,8 +42,10 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import itertools
 import json
 import math
+import operator
 import os
 import zlib
 from collections.abc import Sequence
@@ -171,7 +173,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     rec_parts, find_parts = [], []
     ann: dict[str, list] = {"master": [], "purpose": [], "packet": []}
     occupancy: dict[str, dict] = {}
-    bus_rows: list = []              # per bus: its granted transactions (TxnRows)
+    bus_rows: list = []              # per bus: the columns of its transactions (txn_columns)
     first_parts: list = []           # per bus: time of each transaction's first data phase
 
     for bi, b in enumerate(buses):
@@ -220,7 +222,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         ann["master"] += list(map(MASTERS.__getitem__, cols["master"].tolist()))
         ann["purpose"] += cols["purpose"]
         ann["packet"] += cols["packet"]
-        bus_rows.append(rows)
+        bus_rows.append(cols)
         occupancy[cfg.name] = _occupancy(rb.signals, cols, recs, b, K)
 
         # -- channels --------------------------------------------------------------------
@@ -572,7 +574,8 @@ def _txn_columns(rows) -> dict:
     return {"start": start, "end": start + np.fromiter((t.clocks for t in txns), np.int64, len(txns)) - 1,
             "master": np.fromiter((MASTER_INDEX[t.master] for t in txns), np.int64, len(txns)),
             "purpose": [t.purpose for t in txns], "packet": [t.packet for t in txns],
-            "pcix": [t.pcix for t in txns]}
+            "pcix": [t.pcix for t in txns], "nbytes": np.fromiter((t.nbytes for t in txns), np.int64, len(txns)),
+            "retry": np.fromiter((t.termination == "retry" for t in txns), bool, len(txns))}
 
 
 def _occupancy(sig: dict, cols: dict, recs, b, K: int) -> dict:
@@ -601,77 +604,138 @@ def _occupancy(sig: dict, cols: dict, recs, b, K: int) -> dict:
     }
 
 
-def _packets(model: ModelResult, bus_rows: list, inv: np.ndarray, records, first_ps: np.ndarray) -> list[dict]:
-    # Straight from the packet logs' indices into their buses' rows (no row dict per
-    # transaction: a long capture has hundreds of thousands of them). ``bus_rows``: the captured
-    # buses' TxnRows in the order their records were merged; ``inv``: merged record -> sorted
-    # record index. A transaction on a bus nobody probes has no record. The times are the
-    # record's (start, end) and its first data phase's.
-    S, E, F = records["start_ps"].tolist(), records["end_ps"].tolist(), first_ps.tolist()
-    out = []
+_PACKET_LISTS = ("csr_txns", "tx_dma", "rx_dma", "tx_irq_csr", "rx_irq_csr")
+_TX_DATA = frozenset(("data_read", "data_completion"))
+
+
+def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first_ps: np.ndarray) -> list[dict]:
+    """The truth's per-packet figures, column-wise: every packet log's transaction indices (into
+    its bus's transactions: the src PC's bus for the CSR group, the transmit DMA and the transmit
+    interrupt's group, the dst PC's for the rest) flattened into one array per log, mapped to
+    record indices by the buses' columns, and their first / last / counts / sums per packet by
+    offsets (no Python loop per transaction). ``bus_cols``: the captured buses' transaction
+    columns (txn_columns) in the order their records were merged; ``inv``: merged record ->
+    sorted record index. A transaction on a bus nobody probes has no record: its packet's list
+    is empty there. The times are the record's (start, end) and its first data phase's."""
+    i64 = np.int64
+    pks = model.packets
+    npk = len(pks)
+    S, E = np.asarray(records["start_ps"], i64), np.asarray(records["end_ps"], i64)
     bus_of = {pc: None for pc in ("a", "b")}
-    rec_of: dict[str, list] = {"a": [], "b": []}      # PC -> its bus's local -> record index
-    rows_of: dict[str, list] = {"a": [], "b": []}
+    per_pc = {}             # PC -> (record index, bytes, retried, transmit data, receive data) per transaction
     at = 0
-    for b, rows in zip(model.buses.values(), bus_rows):
+    for b, cols in zip(model.buses.values(), bus_cols):
+        n = len(cols["start"])
+        purpose = cols["purpose"]
         bus_of[b.cfg.pc] = b.cfg.name
-        rec_of[b.cfg.pc] = inv[at:at + len(rows)].tolist()
-        rows_of[b.cfg.pc] = rows.rows
-        at += len(rows)
-    tx_data_purposes = ("data_read", "data_completion")
-    for pk in model.packets:
-        src, dst = pk.src, pk.dst
-        g_src, g_dst = rec_of[src], rec_of[dst]
-        csr = [g_src[i] for i in pk.csr_txns] if g_src else []
-        tx = [g_src[i] for i in pk.tx_dma] if g_src else []
-        rx = [g_dst[i] for i in pk.rx_dma] if g_dst else []
-        tx_irq = [g_src[i] for i in pk.tx_irq_csr] if g_src else []
-        rx_irq = [g_dst[i] for i in pk.rx_irq_csr] if g_dst else []
-        # (a row's kind is its shape key: [2] termination, [6] bytes; [6] of the row: its purpose)
-        r_src, r_dst = rows_of[src], rows_of[dst]
-        csr_retries = sum(r_src[i][0][2] == "retry" for i in pk.csr_txns) if g_src else 0
-        data_tx = [(g_src[i], r_src[i][0][6]) for i in pk.tx_dma
-                   if r_src[i][6] in tx_data_purposes and r_src[i][0][6]] if g_src else []
-        data_rx = [(g_dst[i], r_dst[i][0][6]) for i in pk.rx_dma if r_dst[i][6] == "data_write"] if g_dst else []
-        f = pk.frame
-        d = {
-            "seq": pk.seq, "src": src, "dst": dst, "user_bytes": pk.user_bytes,
-            "frame_bytes": pk.frame_bytes, "lost": pk.lost,
-            "send_bus": bus_of[src], "recv_bus": bus_of[dst],
-            "app_send_ps": pk.send_app_ps,
-            "csr_records": csr,
-            "csr_start_ps": S[csr[0]] if csr else -1,
-            "csr_end_ps": E[csr[-1]] if csr else -1,
-            "csr_retries": csr_retries,
-            "first_dma_ps": S[tx[0]] if tx else -1,
-            "tx_dma_records": tx,
-            "tx_data_bursts": len(data_tx),
-            "tx_bytes": sum(n for _, n in data_tx),
-            "tx_data_start_ps": S[data_tx[0][0]] if data_tx else -1,
-            "tx_first_word_ps": F[data_tx[0][0]] if data_tx else -1,
-            "tx_dma_end_ps": E[data_tx[-1][0]] if data_tx else -1,
-            "wire_start_ps": f.start_ps if f else -1,
-            "wire_end_ps": f.end_ps if f else -1,
-            "wire_time_ps": (f.end_ps - f.start_ps) if f else -1,
-            "rx_dma_records": rx,
-            "rx_data_bursts": len(data_rx),
-            "rx_bytes": sum(n for _, n in data_rx),
-            "rx_data_start_ps": S[data_rx[0][0]] if data_rx else -1,
-            "rx_first_word_ps": F[data_rx[0][0]] if data_rx else -1,
-            "rx_data_end_ps": E[data_rx[-1][0]] if data_rx else -1,
-            "rx_dma_end_ps": E[rx[-1]] if rx else -1,
-            "tx_irq_csr_records": tx_irq,
-            "rx_irq_csr_records": rx_irq,
-            "tx_irq_csr_start_ps": S[tx_irq[0]] if tx_irq else -1,
-            "rx_irq_csr_start_ps": S[rx_irq[0]] if rx_irq else -1,
-        }
-        d["csr_setup_ps"] = (d["first_dma_ps"] - d["csr_start_ps"]) if csr and tx else -1
-        d["send_to_recv_ps"] = (d["rx_first_word_ps"] - d["tx_first_word_ps"]) \
-            if d["rx_first_word_ps"] >= 0 and d["tx_first_word_ps"] >= 0 else -1
-        d["tx_interrupt_delay_ps"] = (d["tx_irq_csr_start_ps"] - E[tx[-1]]) if tx and tx_irq else -1
-        d["rx_interrupt_delay_ps"] = (d["rx_irq_csr_start_ps"] - E[rx[-1]]) if rx and rx_irq else -1
-        out.append(d)
-    return out
+        per_pc[b.cfg.pc] = (inv[at:at + n], np.asarray(cols["nbytes"], i64), np.asarray(cols["retry"], bool),
+                            np.fromiter(map(_TX_DATA.__contains__, purpose), bool, n),
+                            np.fromiter(map("data_write".__eq__, purpose), bool, n))
+        at += n
+    src = [pk.src for pk in pks]
+    dst = [pk.dst for pk in pks]
+
+    def gather(attr: str, side: list):
+        """(offsets per packet into the flat arrays, flat record indices, flat bytes, retried,
+        transmit data, receive data) of one log over every packet."""
+        lists = list(map(operator.attrgetter(attr), pks))
+        lens = np.fromiter(map(len, lists), i64, npk)
+        local = np.fromiter(itertools.chain.from_iterable(lists), i64, int(lens.sum()))
+        cols = [np.zeros(len(local), dt) for dt in (i64, i64, bool, bool, bool)]
+        keep = np.zeros(npk, bool)
+        for pc, got in per_pc.items():
+            mine = np.fromiter(map(pc.__eq__, side), bool, npk)
+            keep |= mine
+            el = np.repeat(mine, lens)
+            for c, g in zip(cols, got):
+                c[el] = g[local[el]]
+        lens = np.where(keep, lens, 0)          # a bus nobody probes: no records
+        el = np.repeat(keep, np.fromiter(map(len, lists), i64, npk))
+        cols = [c[el] for c in cols]
+        return (np.concatenate(([0], np.cumsum(lens))), *cols)
+
+    def split(offs, values) -> list:
+        vl = values.tolist()
+        return [vl[a:z] for a, z in zip(offs[:-1].tolist(), offs[1:].tolist())]
+
+    def first(offs, rec, times):
+        """times[first record] of every packet's list, -1 for an empty one."""
+        has = offs[1:] > offs[:-1]
+        out = np.full(npk, -1, i64)
+        out[has] = times[rec[offs[:-1][has]]]
+        return out
+
+    def last(offs, rec, times):
+        has = offs[1:] > offs[:-1]
+        out = np.full(npk, -1, i64)
+        out[has] = times[rec[offs[1:][has] - 1]]
+        return out
+
+    def subset(offs, rec, nbytes, mask):
+        """offsets, records and bytes of the transactions ``mask`` picks from a log."""
+        counts = sums(offs, mask)
+        return np.concatenate(([0], np.cumsum(counts))), rec[mask], nbytes[mask]
+
+    def sums(offs, values):
+        c = np.concatenate(([0], np.cumsum(values, dtype=i64)))
+        return c[offs[1:]] - c[offs[:-1]]
+
+    F = first_ps
+    o_csr, r_csr, _, retry_csr, _, _ = gather("csr_txns", src)
+    o_tx, r_tx, n_tx, _, data_tx, _ = gather("tx_dma", src)
+    o_rx, r_rx, n_rx, _, _, data_rx = gather("rx_dma", dst)
+    o_ti, r_ti, *_ = gather("tx_irq_csr", src)
+    o_ri, r_ri, *_ = gather("rx_irq_csr", dst)
+    o_dt, r_dt, n_dt = subset(o_tx, r_tx, n_tx, data_tx & (n_tx != 0))
+    o_dr, r_dr, n_dr = subset(o_rx, r_rx, n_rx, data_rx)
+    csr_start, tx_first, rx_first = first(o_csr, r_csr, S), first(o_tx, r_tx, S), first(o_rx, r_rx, S)
+    tx_end, rx_end = last(o_tx, r_tx, E), last(o_rx, r_rx, E)
+    ti_start, ri_start = first(o_ti, r_ti, S), first(o_ri, r_ri, S)
+    tx_word, rx_word = first(o_dt, r_dt, F), first(o_dr, r_dr, F)
+    frames = [pk.frame for pk in pks]
+    has_f = np.fromiter((f is not None for f in frames), bool, npk)
+    w_start = np.fromiter((f.start_ps if f else -1 for f in frames), i64, npk)
+    w_end = np.fromiter((f.end_ps if f else -1 for f in frames), i64, npk)
+    has_csr, has_tx, has_rx = o_csr[1:] > o_csr[:-1], o_tx[1:] > o_tx[:-1], o_rx[1:] > o_rx[:-1]
+    has_ti, has_ri = o_ti[1:] > o_ti[:-1], o_ri[1:] > o_ri[:-1]
+    columns = {
+        "seq": [pk.seq for pk in pks], "src": src, "dst": dst,
+        "user_bytes": [pk.user_bytes for pk in pks], "frame_bytes": [pk.frame_bytes for pk in pks],
+        "lost": [pk.lost for pk in pks],
+        "send_bus": [bus_of[x] for x in src], "recv_bus": [bus_of[x] for x in dst],
+        "app_send_ps": [pk.send_app_ps for pk in pks],
+        "csr_records": split(o_csr, r_csr),
+        "csr_start_ps": csr_start,
+        "csr_end_ps": last(o_csr, r_csr, E),
+        "csr_retries": sums(o_csr, retry_csr),
+        "first_dma_ps": tx_first,
+        "tx_dma_records": split(o_tx, r_tx),
+        "tx_data_bursts": np.diff(o_dt),
+        "tx_bytes": sums(o_dt, n_dt),
+        "tx_data_start_ps": first(o_dt, r_dt, S),
+        "tx_first_word_ps": tx_word,
+        "tx_dma_end_ps": last(o_dt, r_dt, E),
+        "wire_start_ps": w_start,
+        "wire_end_ps": w_end,
+        "wire_time_ps": np.where(has_f, w_end - w_start, -1),
+        "rx_dma_records": split(o_rx, r_rx),
+        "rx_data_bursts": np.diff(o_dr),
+        "rx_bytes": sums(o_dr, n_dr),
+        "rx_data_start_ps": first(o_dr, r_dr, S),
+        "rx_first_word_ps": rx_word,
+        "rx_data_end_ps": last(o_dr, r_dr, E),
+        "rx_dma_end_ps": rx_end,
+        "tx_irq_csr_records": split(o_ti, r_ti),
+        "rx_irq_csr_records": split(o_ri, r_ri),
+        "tx_irq_csr_start_ps": ti_start,
+        "rx_irq_csr_start_ps": ri_start,
+        "csr_setup_ps": np.where(has_csr & has_tx, tx_first - csr_start, -1),
+        "send_to_recv_ps": np.where((rx_word >= 0) & (tx_word >= 0), rx_word - tx_word, -1),
+        "tx_interrupt_delay_ps": np.where(has_tx & has_ti, ti_start - last(o_tx, r_tx, E), -1),
+        "rx_interrupt_delay_ps": np.where(has_rx & has_ri, ri_start - rx_end, -1),
+    }
+    cols = [v.tolist() if isinstance(v, np.ndarray) else v for v in columns.values()]
+    return [dict(zip(columns, row)) for row in zip(*cols)]
 
 
 def file_profile(profile: Profile, capture: Capture) -> Profile:
