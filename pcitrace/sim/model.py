@@ -155,12 +155,14 @@ def default_length(t: Txn) -> int:
 
 
 # The model's hot call sites (CSR accesses, DMA bursts) hand the bus a row instead of a Txn: a
-# tuple in this order. A Txn costs four times a tuple to build, and the renderer and the truth
-# read its fields back column by column (one zip over the rows instead of an attribute fetch
-# per field and transaction). ``kind`` is the transaction's shape key (shape_key): it stands for
-# command, PCI-X, termination, DEVSEL#, waits, bytes and width.
-ROW_FIELDS = ("kind", "clocks", "address", "data", "data_off", "master", "purpose", "packet", "tag",
-              "requester", "byte_count", "read", "pc")
+# tuple in ROW_FIELDS order. A Txn costs four times a tuple to build, and the renderer and the
+# truth read its fields back column by column. What a transaction shares with the others of its
+# call site and shape is one tuple, its ``proto`` (PROTO_FIELDS), made once and shared: the
+# renderer and the truth work those fields out once per proto, not per transaction. ``kind`` is
+# the shape key (shape_key): it stands for command, PCI-X, termination, DEVSEL#, waits, bytes and
+# width; ``clocks`` the transaction's length.
+PROTO_FIELDS = ("kind", "clocks", "master", "purpose", "read", "pc")
+ROW_FIELDS = ("proto", "address", "data", "data_off", "packet", "tag", "requester", "byte_count")
 
 
 class TxnRows:
@@ -180,8 +182,8 @@ class TxnRows:
         return len(self.rows)
 
     def txn(self, i: int) -> Txn:
-        kind, clocks, address, data, data_off, master, purpose, packet, tag, requester, byte_count, read, pc = \
-            self.rows[i]
+        proto, address, data, data_off, packet, tag, requester, byte_count = self.rows[i]
+        kind, clocks, master, purpose, read, pc = proto
         command, pcix, term, devsel, iwaits, wait_every, nbytes, width = kind[:8]
         return Txn(master, purpose, command, address, nbytes, term, devsel, iwaits, wait_every, width, read, pcix,
                    tag, requester, byte_count, packet, pc, data, data_off, self.reqs[i], self.starts[i], clocks,
@@ -195,20 +197,24 @@ class TxnRows:
 
     @classmethod
     def of(cls, txns) -> "TxnRows":
-        """Scheduled Txn objects (start and clocks set) as rows; equal shape keys share one tuple."""
+        """Scheduled Txn objects (start and clocks set) as rows; equal protos share one tuple."""
         out = cls()
-        interned: dict = {}
+        protos: dict = {}
         for t in txns:
-            k = t.kind if t.kind is not None else shape_key(t)
             out.starts.append(t.start)
             out.reqs.append(t.req_clock)
-            out.rows.append(_row(t, interned.setdefault(k, k), t.clocks))
+            out.rows.append(_row(t, protos, t.clocks))
         return out
 
 
-def _row(t: Txn, kind: tuple, clocks: int) -> tuple:
-    return (kind, clocks, t.address, t.data, t.data_off, t.master, t.purpose, t.packet, t.tag, t.requester,
-            t.byte_count, t.read, t.pc)
+def _proto(t: Txn, clocks: int) -> tuple:
+    return (t.kind if t.kind is not None else shape_key(t), clocks, t.master, t.purpose, t.read, t.pc)
+
+
+def _row(t: Txn, protos: dict, clocks: int) -> tuple:
+    """The row of ``t``, its proto the one in ``protos`` equal to its own (added if new)."""
+    p = _proto(t, clocks)
+    return (protos.setdefault(p, p), t.address, t.data, t.data_off, t.packet, t.tag, t.requester, t.byte_count)
 
 
 # -- the event engine -------------------------------------------------------------------
@@ -354,7 +360,7 @@ class BusModel:
         self.length = length
         self.free = 0                     # first clock the next transaction may start at
         self.txn_rows = TxnRows()
-        self._kinds: dict[tuple, tuple] = {}   # grant_txn's shape keys, one tuple per distinct key
+        self._protos: dict[tuple, tuple] = {}  # grant_txn's protos, one tuple per distinct one
         # Transactions must end (plus two idle clocks) inside the capture: none is truncated.
         self.limit = self.clock_at(limit_ps) - 3
 
@@ -379,7 +385,7 @@ class BusModel:
         start = req + 2
         if start < self.free:
             start = self.free
-        end = start + row[1]
+        end = start + row[0][1]
         if end > self.limit:
             # past the end of the capture: the master never gets its turn
             self.free = max(self.free, self.limit + 1)
@@ -395,9 +401,7 @@ class BusModel:
     def grant_txn(self, txn: Txn, now: int) -> int:
         """grant() for a Txn object (the less frequent call sites: PCI-X reads and completions,
         other devices' traffic): its row, its length from the renderer unless set."""
-        k = txn.kind if txn.kind is not None else shape_key(txn)
-        kind = self._kinds.setdefault(k, k)
-        return self.grant(_row(txn, kind, txn.clocks or self.length(txn)), now)
+        return self.grant(_row(txn, self._protos, txn.clocks or self.length(txn)), now)
 
 
 # -- the model ----------------------------------------------------------------------------
@@ -431,8 +435,8 @@ class _PC:
         self.mem = bus.cfg.host.memory_base
         self.pcix = bus.cfg.kind == "pcix"
         self.csr_plans: dict = {}       # kind of CSR group -> its accesses (Model._csr_plan)
-        self.read_clocks: dict = {}     # DMA read burst shape -> (shape_key, its length)
-        self.write_clocks: dict = {}    # DMA write burst shape -> (shape_key, its length)
+        self.read_clocks: dict = {}     # DMA read burst shape and purpose -> its proto
+        self.write_clocks: dict = {}    # DMA write burst shape and purpose -> its proto
 
 
 class Draws:
@@ -572,22 +576,21 @@ class Model:
         nic, host = bus.cfg.nic, bus.cfg.host
         gap, retry_gap = max(0, host.csr_gap_clocks * bus.period), max(0, host.retry_gap_clocks * bus.period)
         retries = nic.csr_retries
-        name = pc.name
         plan = self._csr_plan(pc, reads, writes, read_regs, write_regs)
         last = len(plan) - 1
-        for i, (write, addr, purpose, bc, n, kind, retry) in enumerate(plan):
+        for i, (write, addr, bc, proto, retry) in enumerate(plan):
             value = pc.tx_count % RING if write else self.rng.uint32()
             for _ in range(retries):
                 # (a retry moves nothing: its row is the plan's, shared)
                 yield ("rowgap", bus, retry, log, retry_gap)
-            row = (kind, n, addr, value.to_bytes(4, "little"), 0, "host", purpose, -1, -1, -1, bc, not write, name)
+            row = (proto, addr, value.to_bytes(4, "little"), 0, -1, -1, -1, bc)
             # the gap before the next access without resuming here in between
             yield ("rowgap", bus, row, log, gap) if i < last else ("row", bus, row, log)
 
     def _csr_plan(self, pc: _PC, reads: int, writes: int, read_regs, write_regs) -> list[tuple]:
-        """What each access of a CSR group is (write, address, purpose, PCI-X byte count, the
-        access's length and shape key, the row of a retry of it), worked out once per PC and kind
-        of group: the groups repeat all capture long."""
+        """What each access of a CSR group is (write, address, PCI-X byte count, the access's
+        proto, the row of a retry of it), worked out once per PC and kind of group: the groups
+        repeat all capture long."""
         key = (reads, writes, tuple(read_regs), tuple(write_regs))
         plan = pc.csr_plans.get(key)
         if plan is not None:
@@ -610,8 +613,8 @@ class Model:
                         pc.name)
             access = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc,
                          -1, pc.name, bytes(4))
-            plan.append((write, addr, purpose, bc, bus.length(access), shape_key(access),
-                         _row(retry, shape_key(retry), bus.length(retry))))
+            plan.append((write, addr, bc, _proto(access, bus.length(access)),
+                         _row(retry, {}, bus.length(retry))))
         pc.csr_plans[key] = plan
         return plan
 
@@ -643,15 +646,15 @@ class Model:
                 pc.reads += 1
                 if pc.reads % lat == 0:
                     waits = 20          # a violation: more than 16 clocks to the first data phase
-            # lengths and shape keys remembered per burst shape, as for CSR accesses (the rest is
-            # fixed per PC)
-            key = (cmd, take, term, waits, a & 7, a >= 1 << 32)
-            hit = memo.get(key)
-            if hit is None:
+            # protos (shape key, length, ...) remembered per burst shape and purpose, as for CSR
+            # accesses (the rest is fixed per PC)
+            key = (purpose, cmd, take, term, waits, a & 7, a >= 1 << 32)
+            proto = memo.get(key)
+            if proto is None:
                 t = Txn("nic", purpose, cmd, a, take, term, 1, waits, host.read_waits_every,
                         cfg.width if take > 4 else 32, True, pc.pcix, -1, -1, -1, seq, pc.name, payload, pos)
-                hit = memo[key] = (shape_key(t), pc.bus.length(t))
-            row = (*hit, a, payload, pos, "nic", purpose, seq, -1, -1, -1, True, pc.name)
+                proto = memo[key] = _proto(t, pc.bus.length(t))
+            row = (proto, a, payload, pos, seq, -1, -1, -1)
             pos += take
             # the gap before the next burst without resuming here in between
             yield ("rowgap", pc.bus, row, log, gap) if pos < n else ("row", pc.bus, row, log)
@@ -734,18 +737,18 @@ class Model:
                 # a PCI-X write sequence carries at most 4096 bytes; a disconnect continues it
                 seq_left = 4096 - (pos % 4096)
                 take = min(take, seq_left)
-            key = (cmd, take, term, a & 7, a >= 1 << 32)
-            hit = memo.get(key)
-            if hit is None:
+            key = (purpose, cmd, take, term, a & 7, a >= 1 << 32)
+            proto = memo.get(key)
+            if proto is None:
                 t = Txn("nic", purpose, cmd, a, take, term, 1, host.write_initial_waits, 0,
-                        cfg.width if take > 4 else 32, False, pc.pcix)
-                hit = memo[key] = (shape_key(t), pc.bus.length(t))
+                        cfg.width if take > 4 else 32, False, pc.pcix, pc=pc.name)
+                proto = memo[key] = _proto(t, pc.bus.length(t))
             if pcix:
                 tag, requester, bc = pc.tag, (1 << 8) | (2 << 3), min(n - pos, 4096 - (pos % 4096))
                 pc.tag = (pc.tag + 1) % 32
             else:
                 tag = requester = bc = -1
-            row = (*hit, a, payload, pos, "nic", purpose, seq, tag, requester, bc, False, pc.name)
+            row = (proto, a, payload, pos, seq, tag, requester, bc)
             pos += take
             yield ("rowgap", pc.bus, row, log, gap) if pos < n else ("row", pc.bus, row, log)
 

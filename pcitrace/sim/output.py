@@ -171,7 +171,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     widths: dict[str, int] = {}
     profile_buses: list[BusProfile] = []
     rec_parts, find_parts = [], []
-    ann: dict[str, list] = {"master": [], "purpose": [], "packet": []}
+    ann: dict[str, list] = {"master": [], "purpose": [], "packet": []}     # per bus: Strings / arrays
     occupancy: dict[str, dict] = {}
     bus_rows: list = []              # per bus: the columns of its transactions (txn_columns)
     first_parts: list = []           # per bus: time of each transaction's first data phase
@@ -219,9 +219,9 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         first_parts.append(np.where(first >= 0, phase + first * b.period, -1))
         rec_parts.append(recs)
         find_parts.append(finds)       # replaced below once the channel faults are known
-        ann["master"] += list(map(MASTERS.__getitem__, cols["master"].tolist()))
-        ann["purpose"] += cols["purpose"]
-        ann["packet"] += cols["packet"]
+        ann["master"].append(Strings(MASTERS, cols["master"]))
+        ann["purpose"].append(cols["purpose"])
+        ann["packet"].append(cols["packet"])
         bus_rows.append(cols)
         occupancy[cfg.name] = _occupancy(rb.signals, cols, recs, b, K)
 
@@ -357,7 +357,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     # a record's first word is the count of data phases before it (docs/records.md).
     phases_ = records["data_phases"]
     records["data_index"] = np.concatenate(([0], np.cumsum(phases_)[:-1])) if len(phases_) else phases_
-    ann = {k: _pick(v, order) for k, v in ann.items()}
+    ann = {k: _merge_notes(v, order) for k, v in ann.items()}
     first_ps = np.empty(len(order), np.int64)
     if first_parts:
         first_ps[inv] = np.concatenate(first_parts)
@@ -405,32 +405,37 @@ def _merge_columns(parts: list, order: np.ndarray) -> dict:
         dt = RECORD_DTYPE[name]
         cols = [p.column(name) if isinstance(p, RecordColumns) else p[name] for p in parts]
         if dt.kind == "U":
-            index: dict[str, int] = {}
-            codes = []
-            for c in cols:
-                if not isinstance(c, Strings):        # a TxnSpec-rendered bus: a text array
-                    table, inverse = np.unique(c, return_inverse=True)
-                    c = Strings([str(x) for x in table], inverse.reshape(-1))
-                remap = np.array([index.setdefault(v, len(index)) for v in c.table], np.int64)
-                codes.append(remap[c.codes] if len(remap) else c.codes)
-            merged = np.concatenate(codes) if codes else np.zeros(0, np.int64)
-            out[name] = Strings(list(index), merged[order])
+            out[name] = _merge_strings(cols, order)
         else:
             out[name] = np.concatenate([np.asarray(c, dt) for c in cols])[order] if cols else np.zeros(0, dt)
     return out
 
 
-def _pick(values: list, order: np.ndarray) -> list:
-    """``[values[i] for i in order]`` as one gather (python objects kept as they are)."""
-    arr = np.empty(len(values), object)
-    arr[:] = values
-    return arr[order].tolist()
+def _merge_strings(parts: list, order: np.ndarray) -> Strings:
+    """Text columns of the buses (Strings, or text arrays) merged in ``order``: one table."""
+    index: dict[str, int] = {}
+    codes = []
+    for c in parts:
+        if not isinstance(c, Strings):        # a TxnSpec-rendered bus: a text array
+            table, inverse = np.unique(c, return_inverse=True)
+            c = Strings([str(x) for x in table], inverse.reshape(-1))
+        remap = np.array([index.setdefault(v, len(index)) for v in c.table], np.int64)
+        codes.append(remap[c.codes] if len(remap) else c.codes)
+    merged = np.concatenate(codes) if codes else np.zeros(0, np.int64)
+    return Strings(list(index), merged[order])
+
+
+def _merge_notes(parts: list, order: np.ndarray):
+    """The buses' columns of one note (Strings or int arrays) merged in ``order``."""
+    if parts and isinstance(parts[0], Strings):
+        return _merge_strings(parts, order)
+    return np.concatenate(parts)[order] if parts else np.zeros(0, np.int64)
 
 
 class RecordList(Sequence):
     """The truth's records: the merged record columns (field -> array, text fields as
     :class:`~pcitrace.sim.bus.Strings`) plus the model's notes (columns master, purpose,
-    packet), seen as a list of dicts (docs/records.md keys + the notes) but converted only on
+    packet: Strings, arrays or lists), seen as a list of dicts (docs/records.md keys + the notes) but converted only on
     access, so a long simulation holds no dict (nor RECORD_DTYPE row) per transaction.
     ``.array`` builds the numpy form."""
 
@@ -503,7 +508,7 @@ def records_to_dicts(records, notes: dict[str, list] | None = None) -> list[dict
     cols = [records[n].tolist() for n in names]
     if notes:
         names += list(notes)
-        cols += list(notes.values())
+        cols += [v.tolist() if isinstance(v, (Strings, np.ndarray)) else v for v in notes.values()]
     return [dict(zip(names, row)) for row in zip(*cols)]
 
 
@@ -573,7 +578,8 @@ def _txn_columns(rows) -> dict:
     start = np.fromiter((t.start for t in txns), np.int64, len(txns))
     return {"start": start, "end": start + np.fromiter((t.clocks for t in txns), np.int64, len(txns)) - 1,
             "master": np.fromiter((MASTER_INDEX[t.master] for t in txns), np.int64, len(txns)),
-            "purpose": [t.purpose for t in txns], "packet": [t.packet for t in txns],
+            "purpose": _merge_strings([np.array([t.purpose for t in txns], str)], np.arange(len(txns))),
+            "packet": np.fromiter((t.packet for t in txns), np.int64, len(txns)),
             "pcix": [t.pcix for t in txns], "nbytes": np.fromiter((t.nbytes for t in txns), np.int64, len(txns)),
             "retry": np.fromiter((t.termination == "retry" for t in txns), bool, len(txns))}
 
@@ -626,11 +632,11 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
     at = 0
     for b, cols in zip(model.buses.values(), bus_cols):
         n = len(cols["start"])
-        purpose = cols["purpose"]
+        purpose = cols["purpose"]         # Strings: a test per table entry, then the codes
         bus_of[b.cfg.pc] = b.cfg.name
         per_pc[b.cfg.pc] = (inv[at:at + n], np.asarray(cols["nbytes"], i64), np.asarray(cols["retry"], bool),
-                            np.fromiter(map(_TX_DATA.__contains__, purpose), bool, n),
-                            np.fromiter(map("data_write".__eq__, purpose), bool, n))
+                            np.array([x in _TX_DATA for x in purpose.table], bool)[purpose.codes],
+                            np.array([x == "data_write" for x in purpose.table], bool)[purpose.codes])
         at += n
     src = [pk.src for pk in pks]
     dst = [pk.dst for pk in pks]

@@ -250,19 +250,19 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     except OverflowError:
         raise _Irregular from None
 
-    # -- kinds: the model's shape key -> what follows from it (first occurrences in order) -------------
+    # -- kinds: the model's protos (shape key, length, master, purpose, ...) -> what follows from them ---
     shapes: dict[tuple, int] = {}            # the renderer's shape key -> index in shape_list
     shape_list: list = []
     kinds: dict[int, int] = {}
     kt: list[tuple] = []
     kind_be: list[np.ndarray] = []           # per kind: the byte enables of its data phases
     reads = [B.is_read(c, mode) for c in range(16)]
-    # Kinds by the identity of the key tuples (equal keys in distinct tuples are two kinds of the
-    # same shape: the same drawing); first index of every key, in order of first occurrence (C
-    # loops: reversed pairs leave each key's smallest index; sorting by it restores the order).
-    ids = list(map(id, col_of("kind")))     # (every row has its shape key: TxnRows.of, the model)
+    # Kinds by the identity of the proto tuples (equal protos in distinct tuples are two kinds of
+    # the same shape: the same drawing); first index of every proto, in order of first occurrence
+    # (C loops: reversed pairs leave each proto's smallest index; sorting by it restores the order).
+    ids = list(map(id, col_of("proto")))
     first = sorted(dict(zip(reversed(ids), range(n - 1, -1, -1))).items(), key=operator.itemgetter(1))
-    # what the shape key covers, per kind from its first transaction
+    # what the proto covers, per kind from its first transaction
     k_first = [rows.txn(i) for _, i in first]
     k_width = np.array([t.width for t in k_first], i64)
     if not np.all((k_width == 32) | (k_width == 64)):
@@ -270,6 +270,9 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     k_nbytes = np.array([t.nbytes for t in k_first], i64)
     k_pcix = np.array([bool(t.pcix) for t in k_first], bool)
     k_retry = np.array([t.termination == "retry" for t in k_first], bool)
+    k_clocks = np.array([t.clocks for t in k_first], i64)
+    k_master = np.array([MASTER_INDEX[t.master] for t in k_first], i64)
+    k_purpose = [t.purpose for t in k_first]
     del k_first
     for ident, i in first:
         kinds[ident] = len(kt)
@@ -290,7 +293,7 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
 
     # -- clocks: idle before each transaction as scheduled, the renderer's own address clocks -----
     starts = np.fromiter(col_of("start"), i64, n)
-    ends = starts + np.fromiter(col_of("clocks"), i64, n) - 1
+    ends = starts + k_clocks[kind_a] - 1
     idle = np.empty(n, i64)
     idle[0] = starts[0]
     idle[1:] = starts[1:] - ends[:-1] - 1
@@ -373,8 +376,8 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
             raise PcitraceError(f"transaction {i}: parity error in data phase {pe} of {P}",
                                 fix="name an existing data phase")
         par_flips.append((-1 - (int(t_dbase[i]) + pe), i, f"data phase {pe}"))
-    t_master = np.fromiter(map(MASTER_INDEX.__getitem__, col_of("master")), i64, n)
-    purpose, packet, pcix_col = list(col_of("purpose")), list(col_of("packet")), k_pcix[kind_a]
+    t_master = k_master[kind_a]
+    purpose, packet, pcix_col = B.Strings(k_purpose, kind_a), np.fromiter(col_of("packet"), i64, n), k_pcix[kind_a]
     rb = B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
                        t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], ad_a, cbe_a,
                        all_ad, all_be, nd, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,

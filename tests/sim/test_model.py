@@ -164,7 +164,7 @@ def test_granted_rows_and_their_txn_objects_hold_the_same_transactions(p):
     # the reference renderer and the faults: both ways round must give the same transactions.
     import dataclasses
 
-    from pcitrace.sim.model import ROW_FIELDS, TxnRows, run_model, shape_key
+    from pcitrace.sim.model import PROTO_FIELDS, ROW_FIELDS, TxnRows, run_model, shape_key
     from pcitrace.sim.specs import spec_clocks
 
     for b in run_model(_scenario(p), spec_clocks).buses.values():
@@ -174,6 +174,6 @@ def test_granted_rows_and_their_txn_objects_hold_the_same_transactions(p):
         for t, start, req, row in zip(txns, rows.starts, rows.reqs, rows.rows):
             assert t.kind == shape_key(t) and t.clocks == spec_clocks(t)
             assert (t.start, t.req_clock) == (start, req) and 0 <= req < start
-            assert tuple(getattr(t, f) for f in ROW_FIELDS) == row
+            assert (tuple(getattr(t, f) for f in PROTO_FIELDS), *(getattr(t, f) for f in ROW_FIELDS[1:])) == row
         back = TxnRows.of([dataclasses.replace(t, kind=None) for t in txns])
         assert (back.starts, back.reqs, back.rows) == (rows.starts, rows.reqs, rows.rows)
