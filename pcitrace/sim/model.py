@@ -290,33 +290,47 @@ class Engine:
                     except StopIteration:
                         break
                     op = cmd[0]
-                    if op == "rowgap":
+                    if op == "rowgap" or op == "row":
+                        # BusModel.grant, inlined: the commonest commands (tests/sim/test_model.py
+                        # checks that the two give the same schedule)
                         bus = cmd[1]
-                        value = len(bus.txn_rows.rows)
-                        t = bus.grant(cmd[2], now)
+                        row = cmd[2]
+                        period = bus.period
+                        req = -((bus.phase - now) // period)
+                        if req < 0:
+                            req = 0
+                        start = req + 2         # REQ# -> GNT# -> address phase
+                        if start < bus.free:
+                            start = bus.free
+                        end = start + row[0][1]
+                        value = len(bus.starts)
+                        if end > bus.limit:
+                            bus.free = max(bus.free, bus.limit + 1)
+                            t = NEVER
+                        else:
+                            bus.free = end + 1
+                            bus.starts.append(start)
+                            bus.reqs.append(req)
+                            bus.rows.append(row)
+                            t = bus.phase + end * period
                         if t > until:
                             # not over in time: no log entry, and the generator never resumes
                             self._seq += 1
                             push(heap, (t, self._seq, gen, value))
                             break
-                        cmd[3].append(value)
-                        # The steps of a "row" then a "sleep", each resuming at once when nothing
-                        # else is due first and going through the heap otherwise (same pushes in
-                        # the same order: the same schedule, ties included).
-                        if not heap or heap[0][0] > t:
-                            now = self.now = t
-                            t = now + cmd[4]
-                        else:
-                            self._seq += 1
-                            push(heap, (t, self._seq, gen, _Gap(cmd[4], value)))
-                            break
-                    elif op == "row":
                         # (logged as soon as granted: the generator resumes at its end, in time or never)
-                        bus = cmd[1]
-                        value = len(bus.txn_rows.rows)
-                        t = bus.grant(cmd[2], now)
-                        if t <= until:
-                            cmd[3].append(value)
+                        cmd[3].append(value)
+                        if op == "rowgap":
+                            # The steps of a "row" then a "sleep", each resuming at once when
+                            # nothing else is due first and going through the heap otherwise (same
+                            # pushes in the same order: the same schedule, ties included).
+                            if not heap or heap[0][0] > t:
+                                now = self.now = t
+                                t = now + cmd[4]
+                            else:
+                                self._seq += 1
+                                push(heap, (t, self._seq, gen, _Gap(cmd[4], value)))
+                                break
                     elif op == "txn":
                         bus = cmd[1]
                         value = len(bus.txn_rows.rows)
@@ -360,6 +374,8 @@ class BusModel:
         self.length = length
         self.free = 0                     # first clock the next transaction may start at
         self.txn_rows = TxnRows()
+        # (its lists, for the engine's inlined grant)
+        self.starts, self.reqs, self.rows = self.txn_rows.starts, self.txn_rows.reqs, self.txn_rows.rows
         self._protos: dict[tuple, tuple] = {}  # grant_txn's protos, one tuple per distinct one
         # Transactions must end (plus two idle clocks) inside the capture: none is truncated.
         self.limit = self.clock_at(limit_ps) - 3

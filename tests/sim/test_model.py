@@ -164,10 +164,13 @@ def test_granted_rows_and_their_txn_objects_hold_the_same_transactions(p):
     # the reference renderer and the faults: both ways round must give the same transactions.
     import dataclasses
 
-    from pcitrace.sim.model import PROTO_FIELDS, ROW_FIELDS, TxnRows, run_model, shape_key
+    from pcitrace.sim.model import NEVER, PROTO_FIELDS, ROW_FIELDS, BusModel, TxnRows, run_model, shape_key
     from pcitrace.sim.specs import spec_clocks
 
-    for b in run_model(_scenario(p), spec_clocks).buses.values():
+    sc = _scenario(p)
+    duration_ps = int(round(sc.duration_us * 1e6))
+
+    for b in run_model(sc, spec_clocks).buses.values():
         rows = b.txn_rows
         txns = rows.txns()
         assert len(txns) == len(rows) > 0
@@ -177,3 +180,9 @@ def test_granted_rows_and_their_txn_objects_hold_the_same_transactions(p):
             assert (tuple(getattr(t, f) for f in PROTO_FIELDS), *(getattr(t, f) for f in ROW_FIELDS[1:])) == row
         back = TxnRows.of([dataclasses.replace(t, kind=None) for t in txns])
         assert (back.starts, back.reqs, back.rows) == (rows.starts, rows.reqs, rows.rows)
+        # the engine's inlined grant schedules as BusModel.grant does: the same requests granted
+        # again one by one give the same start clocks
+        again = BusModel(b.cfg, True, spec_clocks, duration_ps)
+        for req, row in zip(rows.reqs, rows.rows):
+            assert again.grant(row, again.time_of(req)) != NEVER
+        assert again.txn_rows.starts == rows.starts and again.txn_rows.reqs == rows.reqs
