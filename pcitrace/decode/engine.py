@@ -368,7 +368,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
     # --- address phases and transaction bounds (all at run starts) -------------------------
     rF = (rc & _F) != 0
     start_run = np.zeros(R, bool)
-    start_run[1:] = rF[1:] & ~rF[:-1]
+    np.greater(rF[1:], rF[:-1], out=start_run[1:])          # FRAME# asserted after a run without
     start_run[0] = bool(rF[0] and not (rc[0] & _I)) if p0 == 0 else False
     idle_run = (rc & (_F | _I)) == 0
     start_r = np.flatnonzero(start_run)
@@ -484,7 +484,9 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
     # its address phase to its closing bound, so this is decided run by run and spread to
     # clocks once; only the header clocks s..H (at most three) are then taken out.
     busy_run = _spans(R, start_r, rj_all)         # runs inside any transaction
-    in_txn = busy_run & (rs < limit)              # ... inside one decoded in this call
+    r_limit = int(np.searchsorted(rs, limit))      # runs that start before limit
+    in_txn = busy_run.copy()                       # ... inside one decoded in this call
+    in_txn[r_limit:] = False
     hdr_clk = [s] + [(s + i)[H >= s + i] for i in (1, 2)]
 
     def spread(run_mask: np.ndarray) -> np.ndarray:
@@ -696,11 +698,12 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
             leading = False
         else:
             lead_end = limit
-    orphan_run = ~idle_run & ~busy_run & (rs >= max(lead_end, p0)) & (rs < limit)
-    first_orphan = orphan_run.copy()
-    first_orphan[1:] &= ~orphan_run[:-1]
+    # (run starts are sorted: the clock window is a window of runs)
+    r_from = int(np.searchsorted(rs, max(lead_end, p0)))
+    orphan_r = np.flatnonzero(~(idle_run[r_from:r_limit] | busy_run[r_from:r_limit])) + r_from
+    first_orphan = orphan_r[np.concatenate(([True], np.diff(orphan_r) > 1))] if len(orphan_r) else orphan_r
     if p0 == 1 and orphan_prev and R > 1:
-        first_orphan[1] = False
+        first_orphan = first_orphan[first_orphan != 1]
     x = rs[first_orphan]
     findings.add(times[x], "irdy_without_transaction",
                  ["IRDY# asserted with no transaction (FRAME# not asserted before it)"] * len(x))
@@ -720,7 +723,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
             c0, ctx = limit - 1, True
         if limit - 1 >= p0:
             rl_ = runs.run_of(limit - 1)
-            last_orphan = bool(orphan_run[rl_])
+            last_orphan = bool(r_from <= rl_ < r_limit and not idle_run[rl_] and not busy_run[rl_])
             c0_busy = bool(busy_run[runs.run_of(c0)])
         else:
             last_orphan = orphan_prev
