@@ -826,7 +826,9 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         b[0], b[-1] = 0, total
         b[1:-1:2] = lo
         b[2:-1:2] = hi + 1
-        return np.repeat(np.resize(np.array([1, 0], np.uint8), len(b) - 1), np.diff(b))
+        levels = np.zeros(len(b) - 1, np.uint8)     # 1, 0, 1, 0, ... (np.resize: 100 times slower)
+        levels[::2] = 1
+        return np.repeat(levels, np.diff(b))
 
     # (lines combined in place: every per-clock temporary is tens of MB at 10 M clocks)
     devsel_n = interval_line(t_dev_a[claimed], t_end_a[claimed])

@@ -17,6 +17,7 @@ drawn signals cannot disagree.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import heapq
 import struct
@@ -106,6 +107,11 @@ class Frame:
     payload: bytes = b""        # the frame without CRC (what the NIC moves)
 
 
+def _indices() -> array.array:
+    """A packet log's list of transaction indices (machine integers: flattened in one join)."""
+    return array.array("q")
+
+
 @dataclasses.dataclass
 class PacketLog:
     seq: int
@@ -116,11 +122,11 @@ class PacketLog:
     send_app_ps: int = -1
     # indices into the granted transactions (TxnRows) of the src PC's bus (csr_txns, tx_dma,
     # tx_irq_csr) or of the dst PC's bus (rx_dma, rx_irq_csr)
-    csr_txns: list = dataclasses.field(default_factory=list)
-    tx_dma: list = dataclasses.field(default_factory=list)
-    rx_dma: list = dataclasses.field(default_factory=list)
-    tx_irq_csr: list = dataclasses.field(default_factory=list)
-    rx_irq_csr: list = dataclasses.field(default_factory=list)
+    csr_txns: array.array = dataclasses.field(default_factory=_indices)
+    tx_dma: array.array = dataclasses.field(default_factory=_indices)
+    rx_dma: array.array = dataclasses.field(default_factory=_indices)
+    tx_irq_csr: array.array = dataclasses.field(default_factory=_indices)
+    rx_irq_csr: array.array = dataclasses.field(default_factory=_indices)
     frame: Frame | None = None
     lost: bool = False
 
@@ -173,8 +179,10 @@ class TxnRows:
     __slots__ = ("starts", "reqs", "rows", "_txns")
 
     def __init__(self):
-        self.starts: list[int] = []
-        self.reqs: list[int] = []
+        # (machine integers: no int object per transaction to keep and read back; numpy takes
+        # them as they are)
+        self.starts = array.array("q")
+        self.reqs = array.array("q")
         self.rows: list[tuple] = []
         self._txns: list[Txn] | None = None
 
@@ -954,7 +962,7 @@ class Model:
         while True:
             t_irq, events = yield ("get", pc.irq_queue)
             yield ("until", max(self.eng.now, t_irq + self.us(host.irq_latency_us)))
-            group: list = []
+            group = _indices()
             yield from self._csr_group(pc, nic.irq_csr_reads, nic.irq_csr_writes, IRQ_CSR_READS,
                                        IRQ_CSR_WRITES, group)
             for kind, log in events:

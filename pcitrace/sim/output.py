@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import itertools
 import json
 import math
 import operator
@@ -646,7 +645,7 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
         transmit data, receive data) of one log over every packet."""
         lists = list(map(operator.attrgetter(attr), pks))
         lens = np.fromiter(map(len, lists), i64, npk)
-        local = np.fromiter(itertools.chain.from_iterable(lists), i64, int(lens.sum()))
+        local = np.frombuffer(b"".join(lists), i64)      # (the logs are int64 arrays)
         cols = [np.zeros(len(local), dt) for dt in (i64, i64, bool, bool, bool)]
         keep = np.zeros(npk, bool)
         for pc, got in per_pc.items():
