@@ -693,7 +693,7 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
     o_ri, r_ri, *_ = gather("rx_irq_csr", dst)
     o_dt, r_dt, n_dt = subset(o_tx, r_tx, n_tx, data_tx & (n_tx != 0))
     o_dr, r_dr, n_dr = subset(o_rx, r_rx, n_rx, data_rx)
-    csr_start, tx_first, rx_first = first(o_csr, r_csr, S), first(o_tx, r_tx, S), first(o_rx, r_rx, S)
+    csr_start, tx_first = first(o_csr, r_csr, S), first(o_tx, r_tx, S)
     tx_end, rx_end = last(o_tx, r_tx, E), last(o_rx, r_rx, E)
     ti_start, ri_start = first(o_ti, r_ti, S), first(o_ri, r_ri, S)
     tx_word, rx_word = first(o_dt, r_dt, F), first(o_dr, r_dr, F)
@@ -736,7 +736,7 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
         "rx_irq_csr_start_ps": ri_start,
         "csr_setup_ps": np.where(has_csr & has_tx, tx_first - csr_start, -1),
         "send_to_recv_ps": np.where((rx_word >= 0) & (tx_word >= 0), rx_word - tx_word, -1),
-        "tx_interrupt_delay_ps": np.where(has_tx & has_ti, ti_start - last(o_tx, r_tx, E), -1),
+        "tx_interrupt_delay_ps": np.where(has_tx & has_ti, ti_start - tx_end, -1),
         "rx_interrupt_delay_ps": np.where(has_rx & has_ri, ri_start - rx_end, -1),
     }
     cols = [v.tolist() if isinstance(v, np.ndarray) else v for v in columns.values()]
