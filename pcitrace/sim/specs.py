@@ -430,23 +430,22 @@ def _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
         bl = burst.tolist()
         bwb = wb[burst]
         bd = _pick(datas, bl)
-        # a buffer by its identity and word width; on a bus whose bursts all have one width
-        # (the usual case) by its identity alone (no key tuple per burst)
-        one_w = int(bwb[0]) if (bwb == bwb[0]).all() else 0
-        bkeys = list(map(id, bd)) if one_w else list(zip(map(id, bd), bwb.tolist()))
-        uniq = dict(zip(bkeys, bd))
-        ui = dict(zip(uniq, itertools.count()))
-        src = np.fromiter(map(ui.__getitem__, bkeys), i64, len(bkeys))
-        del bkeys, ui
-        blen = np.fromiter(map(len, uniq.values()), i64, len(uniq))
-        uwb = np.full(len(uniq), one_w, i64) if one_w else np.array([k[1] for k in uniq], i64)
+        # A buffer by its identity and word width (the identities as numbers, sorted by numpy: no
+        # dict entry per burst); the pool holds the buffers in the order of their keys. (The
+        # bursts keep their buffers alive, so no two share an identity.)
+        keys = np.fromiter(map(id, bd), i64, len(bd))
+        if not (bwb == bwb[0]).all():
+            keys = keys * 2 + (bwb == 8)
+        _, first, src = np.unique(keys, return_index=True, return_inverse=True)
+        src = src.reshape(-1)
+        del keys
+        uniq = _pick(bd, first.tolist())
+        uwb = bwb[first]
+        blen = np.fromiter(map(len, uniq), i64, len(uniq))
         nwords = -(-blen // uwb)
         pools = []
         for w in (8, 4):
-            if one_w:
-                sel = list(uniq.values()) if w == one_w else []
-            else:
-                sel = [d for (_, ww), d in uniq.items() if ww == w]
+            sel = _pick(uniq, np.flatnonzero(uwb == w).tolist())
             if sel:
                 # each buffer then the zeros to its next whole word, in one join (no padded copy
                 # of every buffer first)
