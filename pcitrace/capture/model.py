@@ -194,6 +194,28 @@ class Chunk:
         return self.data[name]
 
 
+@dataclasses.dataclass(frozen=True)
+class LineCode:
+    """A field made of several 1-bit channels: per sample, the uint8 sum of ``weights[i]``
+    over the lines ``channels[i]`` that are at level ``levels[i]`` (an active-low control
+    line counted while 0, say). Weights are distinct powers of two below 256 (so the sum is
+    a bit set). A decoder that reads the lines only through such a code has a reader that
+    keeps samples packed (.sr) give it in one table look-up per sample byte, instead of
+    unpacking every line and combining them."""
+
+    channels: tuple[str, ...]
+    weights: tuple[int, ...]
+    levels: tuple[int, ...]
+
+    def of_lines(self, lines: Sequence[np.ndarray]) -> np.ndarray:
+        """The code from the lines' uint8 levels (the generic path; same values)."""
+        out = np.zeros(len(lines[0]) if lines else 0, np.uint8)
+        for a, w, lv in zip(lines, self.weights, self.levels):
+            hit = np.asarray(a, np.uint8) if lv else (np.asarray(a, np.uint8) ^ np.uint8(1))
+            out += hit * np.uint8(w)
+        return out
+
+
 # A chunk source yields chunks of the named channels covering [start, stop).
 ChunkSource = Callable[[Sequence[str], int, int, int], Iterator[Chunk]]
 # A field source (optional, see Capture.iter_fields) yields chunks of assembled fields.
@@ -282,8 +304,9 @@ class Capture:
         """Chunks of assembled fields, or None when the capture has no faster way to make
         them than :meth:`iter_chunks` (the caller then assembles them itself).
 
-        ``fields`` maps an output name to a 1-bit channel (a str: uint8 levels) or to a list of
-        1-bit channels, least significant first (uint64, bit i = the i-th channel). A reader
+        ``fields`` maps an output name to a 1-bit channel (a str: uint8 levels), to a list of
+        1-bit channels, least significant first (uint64, bit i = the i-th channel), or to a
+        :class:`LineCode` (uint8). A reader
         that keeps samples packed (.sr) serves these straight from the packed bytes instead of
         unpacking every line; the values are those the generic assembly would give. Arrays
         are the caller's to modify.
@@ -292,7 +315,7 @@ class Capture:
         if source is None:
             return None
         for v in fields.values():
-            for c in ([v] if isinstance(v, str) else v):
+            for c in ([v] if isinstance(v, str) else v.channels if isinstance(v, LineCode) else v):
                 if self.channel(c).width != 1:
                     return None
         stop = self.num_samples if stop is None else min(stop, self.num_samples)

@@ -42,7 +42,7 @@ import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.clocked import rising_edges
-from pcitrace.capture.model import Capture, SampleTimes
+from pcitrace.capture.model import Capture, LineCode, SampleTimes
 from pcitrace.errors import PcitraceError
 
 PCI_SIGNALS = ("clk", "frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n", "ad", "cbe_n", "par",
@@ -577,13 +577,21 @@ def _cat(parts: list) -> np.ndarray | SampleTimes:
     return np.concatenate([np.asarray(p) for p in parts])
 
 
+# The PCI control lines as one code per clock (bit set = line asserted), in the weights
+# the decoding engine uses
+CONTROL_CODE = (("frame_n", 1), ("irdy_n", 2), ("trdy_n", 4), ("stop_n", 8), ("devsel_n", 16))
+
+
 def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
-               profile_name: str = "profile", *, read_samples: int | None = None
-               ) -> Iterator[BusChunk]:
+               profile_name: str = "profile", *, read_samples: int | None = None,
+               control_code: bool = False) -> Iterator[BusChunk]:
     """One entry per bus clock, in chunks of ``chunk_clocks`` (the last may be shorter).
 
     ``read_samples``: samples read from the capture at a time (timing captures); edge
     detection and "value before the edge" carry across those reads.
+    ``control_code``: where the capture can make it straight from packed samples (a state
+    .sr), a PCI bus's chunks have ``sig["code"]`` (uint8, CONTROL_CODE bits of the asserted
+    lines) in place of FRAME#, IRDY#, TRDY#, STOP# and DEVSEL#; otherwise the lines.
     """
     check_bus(capture, bus, profile_name)
     chunk_clocks = max(1, int(chunk_clocks))
@@ -616,16 +624,27 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
         read = read_samples or chunk_clocks
         fields = {s: (bus.channels_of(s) if s in VECTOR_SIGNALS else bus.channels_of(s)[0])
                   for s in sigs}
-        packed = capture.iter_fields(fields, chunk_samples=read)
+        packed = None
+        if control_code and bus.is_pci and all(s in fields for s, _ in CONTROL_CODE):
+            coded = {s: v for s, v in fields.items() if s not in dict(CONTROL_CODE)}
+            # asserted = low, unless the probe shows the line inverted
+            coded["code"] = LineCode(tuple(fields[s] for s, _ in CONTROL_CODE), tuple(w for _, w in CONTROL_CODE),
+                                     tuple(int(s in bus.inverted) for s, _ in CONTROL_CODE))
+            packed = capture.iter_fields(coded, chunk_samples=read)
+            if packed is not None:
+                sigs = [s for s in sigs if s not in dict(CONTROL_CODE)] + ["code"]
+                pend = {s: [] for s in sigs}
+        if packed is None:
+            packed = capture.iter_fields(fields, chunk_samples=read)
         if packed is not None:
             # the capture assembles the vectors itself (from packed samples): only the
-            # profile's inversions are left to apply
+            # profile's inversions are left to apply (a code has them already)
             for ch in packed:
                 if ch.length == 0:
                     continue
                 pend_t.append(tb.lazy_times(ch.start, ch.start + ch.length))
                 for s in sigs:
-                    pend[s].append(_invert(bus, s, ch.data[s], widths))
+                    pend[s].append(ch.data[s] if s == "code" else _invert(bus, s, ch.data[s], widths))
                 npend += ch.length
                 yield from flush(False)
             yield from flush(True)

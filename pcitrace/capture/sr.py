@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
-from pcitrace.capture.model import Capture, ChannelInfo, Chunk, TimeBase
+from pcitrace.capture.model import Capture, ChannelInfo, Chunk, LineCode, TimeBase
 from pcitrace.errors import PcitraceError
 
 EXTRA_MEMBER = "pcitrace.json"
@@ -271,12 +271,33 @@ class _Lines:
         self.raw = raw
         self.columns: dict[int, np.ndarray] = {}
 
+    def column(self, byte: int) -> np.ndarray:
+        col = self.columns.get(byte)
+        if col is None:
+            col = self.columns[byte] = np.ascontiguousarray(self.raw[:, byte])
+        return col
+
     def bit(self, bit: int) -> np.ndarray:
         """uint8 0/1 of one bit position (a new array)."""
-        col = self.columns.get(bit >> 3)
-        if col is None:
-            col = self.columns[bit >> 3] = np.ascontiguousarray(self.raw[:, bit >> 3])
-        return ((col & np.uint8(1 << (bit & 7))) != 0).view(np.uint8)
+        return ((self.column(bit >> 3) & np.uint8(1 << (bit & 7))) != 0).view(np.uint8)
+
+    def code(self, bits: Sequence[int], weights: Sequence[int], levels: Sequence[int]) -> np.ndarray:
+        """A LineCode's values: one table look-up per sample byte that holds its lines."""
+        out = None
+        by_byte: dict[int, list[tuple[int, int, int]]] = {}
+        for b, w, lv in zip(bits, weights, levels):
+            by_byte.setdefault(b >> 3, []).append((b & 7, w, lv))
+        v = np.arange(256)
+        for byte, lines in by_byte.items():
+            table = np.zeros(256, np.uint8)
+            for pos, w, lv in lines:
+                table += (((v >> pos) & 1) == lv).astype(np.uint8) * np.uint8(w)
+            part = table[self.column(byte)]
+            if out is None:
+                out = part
+            else:
+                out |= part
+        return out if out is not None else np.zeros(len(self.raw), np.uint8)
 
 
 def _runs_of_bits(bits: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -406,7 +427,8 @@ def read_sr(path) -> Capture:
             yield Chunk(pos, {nm: lines.bit(bit_of[nm]) for nm in names})
 
     def field_source(fields, start: int, stop: int, chunk: int) -> Iterator[Chunk]:
-        plan = {k: ([bit_of[v]] if isinstance(v, str) else [bit_of[c] for c in v], isinstance(v, str))
+        plan = {k: (v if isinstance(v, LineCode) else [bit_of[v]] if isinstance(v, str) else [bit_of[c] for c in v],
+                    isinstance(v, str))
                 for k, v in fields.items()}
         for pos, data in raw_blocks(start, stop, chunk):
             n = len(data) // unitsize
@@ -417,7 +439,10 @@ def read_sr(path) -> Capture:
             lines = _Lines(buf[:len(data)].reshape(n, unitsize))
             out = {}
             for k, (bits, single) in plan.items():
-                out[k] = lines.bit(bits[0]) if single else _gather_vector(buf, n, unitsize, bits)
+                if isinstance(bits, LineCode):
+                    out[k] = lines.code([bit_of[c] for c in bits.channels], bits.weights, bits.levels)
+                else:
+                    out[k] = lines.bit(bits[0]) if single else _gather_vector(buf, n, unitsize, bits)
             yield Chunk(pos, out)
 
     metadata = {"format": "sr", "unitsize": unitsize, "sr_version": lay.version,

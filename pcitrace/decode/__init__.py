@@ -145,7 +145,10 @@ class _BusSpan:
             self.start_ps = int(ch.times[0])
         self.end_ps = int(ch.times[-1])
         self.clocks += len(ch)
-        self.busy += int(np.count_nonzero((ch.sig["frame_n"] == 0) | (ch.sig["irdy_n"] == 0)))
+        if "code" in ch.sig:                 # FRAME# and IRDY# are its two low bits
+            self.busy += int(np.count_nonzero(ch.sig["code"] & np.uint8(3)))
+        else:
+            self.busy += int(np.count_nonzero((ch.sig["frame_n"] == 0) | (ch.sig["irdy_n"] == 0)))
 
     def share_of(self, capture) -> float:
         """The part of the capture's samples covered so far (0 when unknown). Samples, not
@@ -190,7 +193,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
              for sig in ("ad", "cbe_n") if sig in bus.signals}
     opts = dict(mode=bus.mode, width=bus.width, bus=bus.name, ad_bits=lanes.get("ad", 64),
                 cbe_bits=lanes.get("cbe_n", 8), alloc=alloc)
-    for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name):
+    for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name, control_code=True):
         if len(ch) == 0:
             continue
         span.add(ch)

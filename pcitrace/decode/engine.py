@@ -24,13 +24,15 @@ import numpy as np
 
 from pcitrace.capture.clocked import rising_edges
 from pcitrace.capture.model import SampleTimes
+from pcitrace.capture.profile import CONTROL_CODE
 from pcitrace.decode import facts
 from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE
 from pcitrace.errors import PcitraceError
 
 REQUIRED = ("frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n")
 OPTIONAL = ("ad", "cbe_n", "par", "par64", "req64_n", "ack64_n", "gnt_n")
-USED = REQUIRED + OPTIONAL
+# "code": the five REQUIRED lines as one control code per clock (bus_clocks(control_code=True))
+USED = REQUIRED + OPTIONAL + ("code",)
 
 M32 = np.uint64(0xFFFFFFFF)
 
@@ -88,7 +90,7 @@ class _Findings:
 
 def _join(carry: Carry | None, sig: Mapping[str, np.ndarray], times_ps: np.ndarray):
     keys = [k for k in USED if k in sig]
-    missing = [k for k in REQUIRED if k not in sig]
+    missing = [] if "code" in sig else [k for k in REQUIRED if k not in sig]
     if missing:
         raise PcitraceError(f"the bus has no {', '.join(missing)} signal; the PCI decoder needs "
                             f"FRAME#, IRDY#, TRDY#, STOP# and DEVSEL#",
@@ -120,20 +122,28 @@ def _still_open(carry: Carry, sig: Mapping[str, np.ndarray]) -> bool:
     """True when a chunk neither idles the bus nor starts a transaction: the carried open
     transaction goes on through all of it (so the chunk can wait, unjoined, in the carry; a
     transaction held open for many chunks then costs linear, not quadratic, time)."""
-    f = np.asarray(sig["frame_n"])
-    i = np.asarray(sig["irdy_n"])
+    f, i = _frame_irdy(sig)                             # asserted
     if not len(f):
         return True
-    if np.any(f & i):                                   # an idle clock (both deasserted)
+    if not np.all(f | i):                               # an idle clock (both deasserted)
         return False
-    last = carry.pending[-1][0]["frame_n"][-1] if carry.pending else carry.sig["frame_n"][-1]
-    if last == 1 and f[0] == 0:
+    last = _frame_irdy(carry.pending[-1][0] if carry.pending else carry.sig)[0][-1]
+    if not last and f[0]:
         return False
-    return not np.any(f[:-1] > f[1:])                   # no FRAME# falling edge
+    return not np.any(f[1:] > f[:-1])                   # no FRAME# assertion
+
+
+def _frame_irdy(sig) -> tuple[np.ndarray, np.ndarray]:
+    """FRAME# and IRDY# asserted, per clock, from the lines or the control code."""
+    if "code" in sig:
+        c = np.asarray(sig["code"])
+        return (c & np.uint8(_F)) != 0, (c & np.uint8(_I)) != 0
+    return np.asarray(sig["frame_n"]) == 0, np.asarray(sig["irdy_n"]) == 0
 
 
 # Control code of one clock: bit set = line asserted.
 _F, _I, _T, _S, _D = 1, 2, 4, 8, 16
+assert dict(CONTROL_CODE) == {"frame_n": _F, "irdy_n": _I, "trdy_n": _T, "stop_n": _S, "devsel_n": _D}
 
 
 # Classes of a control code (docs/records.md, "Data phases and waits" and "Termination"),
@@ -352,12 +362,16 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
                       orphan_prev, False, rec_base, word_base)
         return np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), findings.array(), empty
 
-    # 5-bit control code per clock (levels are 0/1; asserted = 0)
+    # 5-bit control code per clock (levels are 0/1; asserted = 0), unless the capture
+    # layer made it (read-only here)
     # (numpy vectorises uint8 multiply-add; uint8 shifts run several times slower)
-    code = buf["frame_n"].astype(np.uint8, copy=True)
-    for name, weight in (("irdy_n", _I), ("trdy_n", _T), ("stop_n", _S), ("devsel_n", _D)):
-        code += buf[name].astype(np.uint8, copy=False) * np.uint8(weight)
-    code ^= np.uint8(31)
+    if "code" in buf:
+        code = buf["code"]
+    else:
+        code = buf["frame_n"].astype(np.uint8, copy=True)
+        for name, weight in (("irdy_n", _I), ("trdy_n", _T), ("stop_n", _S), ("devsel_n", _D)):
+            code += buf[name].astype(np.uint8, copy=False) * np.uint8(weight)
+        code ^= np.uint8(31)
     has_ad, has_cbe = "ad" in buf, "cbe_n" in buf
     ad = buf.get("ad")
     cbe = buf.get("cbe_n")

@@ -406,7 +406,7 @@ def test_captures_without_packed_samples_say_so():
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), chunk=st.integers(1, 128),
-       inv=st.sets(st.sampled_from(["frame_n", "ad", "cbe_n", "par"])))
+       inv=st.sets(st.sampled_from(["frame_n", "stop_n", "ad", "cbe_n", "par"])))
 def test_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, seed, n, chunk, inv):
     from pcitrace.capture.profile import BusProfile, bus_clocks
 
@@ -434,6 +434,21 @@ def test_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, seed, n
         for k in a.sig:
             assert a.sig[k].dtype == b.sig[k].dtype, k
             np.testing.assert_array_equal(a.sig[k], b.sig[k], err_msg=k)
+    # the control lines as one code per clock, straight from the packed bytes (the lines
+    # may share a sample byte or not, in any order; a probe may invert them)
+    from pcitrace.capture.profile import CONTROL_CODE
+
+    coded = list(bus_clocks(cap, bus, chunk_clocks=chunk, control_code=True))
+    assert [len(c) for c in coded] == [len(c) for c in slow]
+    for a, b in zip(coded, slow):
+        assert set(a.sig) == set(b.sig) - set(dict(CONTROL_CODE)) | {"code"}
+        want = sum(((b.sig[s] == 0) * w).astype(np.uint8) for s, w in CONTROL_CODE)
+        assert a.sig["code"].dtype == np.uint8
+        np.testing.assert_array_equal(a.sig["code"], want)
+        for k in set(a.sig) - {"code"}:
+            np.testing.assert_array_equal(a.sig[k], b.sig[k], err_msg=k)
+    # a capture without packed samples keeps the lines
+    assert all("code" not in c.sig for c in bus_clocks(generic, bus, chunk_clocks=chunk, control_code=True))
 
 
 def test_bad_metadata_and_long_channel_lists_give_one_line_errors(tmp_path):

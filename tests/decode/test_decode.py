@@ -236,3 +236,29 @@ def test_a_clock_that_stops_for_long_does_not_blow_up_the_collector(gap_ps):
     whole = decode_capture(cap, prof, chunk_clocks=n + 1)
     assert diff_records(whole.records, chunked.records) == []
     assert np.array_equal(whole.words, chunked.words)
+
+
+@pytest.mark.parametrize("inverted", [set(), {"frame_n", "stop_n", "devsel_n"}])
+@pytest.mark.parametrize("full", [False, True])
+def test_state_sr_decodes_through_the_control_code_as_through_the_lines(tmp_path, inverted, full):
+    # A state .sr gives the engine the control lines as one code per clock, made from the
+    # packed sample bytes (with the probe's inversions); an in-memory capture gives the lines.
+    from .test_differential import CHANNEL, capture_of
+
+    rng = np.random.default_rng(11)
+    n = 30_000
+    sig, _ = random_bus(rng, n, ad=full, cbe=full, par=full, w64=full, gnt=True, busy=0.7)
+    cap, prof = capture_of(sig, mode="pci", width=64 if full else 32, clock_hz=66e6)
+    whole = decode_capture(cap, prof, chunk_clocks=4096)
+    stored = {CHANNEL[k]: (v ^ np.uint8(1) if k in inverted else v) for k, v in sig.items()}
+    widths = {k: w for k, w in {"AD": 64, "C/BE#": 8}.items() if k in stored}
+    write_sr(Capture.from_arrays(stored, TimeBase.state(clock_hz=66e6), widths=widths), tmp_path / "c.sr")
+    bus = prof.buses[0]
+    signals = {k: ([f"{v}{i}" for i in range(widths[v])] if v in widths else v) for k, v in bus.signals.items()}
+    prof2 = Profile([BusProfile("pci", "pci", signals=signals, width=bus.width, inverted=set(inverted))], source="t")
+    got = decode_capture(tmp_path / "c.sr", prof2, chunk_clocks=4096)
+    assert len(whole.records) > 500
+    assert diff_records(whole.records, got.records) == []
+    assert np.array_equal(whole.words, got.words)
+    assert np.array_equal(whole.findings, got.findings)
+    assert got.buses["pci"].busy_clocks == whole.buses["pci"].busy_clocks > 0
