@@ -12,7 +12,9 @@ For each:
 1. Engine throughput: decoded by the streaming engine in the chunks decode_capture uses (256 k
    clocks), control lines only and with 64-bit AD + C/BE# + PAR/PAR64; best of --repeat runs
    (the machine is shared: the best run is the code's own speed, the median says how noisy it
-   was).
+   was). Two forms of input: as decode_capture gives it from a state .sr (the control lines
+   as one code per clock, made from the packed samples; the clocks' times computed where
+   read), and as lines plus an array of times (what a timing capture or a VCD gives).
 2. End to end on files: the first --slice clocks written as a state-mode .sr, decoded from the
    file by `decode_capture` (fast: best of --repeat processes of its own) and once by
    sigrok-cli with decoders/pci (reference); records and data words must be identical; prints
@@ -35,7 +37,7 @@ import numpy as np
 
 from pcitrace.capture import write_sr
 from pcitrace.capture.model import Capture, TimeBase
-from pcitrace.capture.profile import BusProfile, Profile
+from pcitrace.capture.profile import CONTROL_CODE, BusProfile, Profile
 from pcitrace.decode import DEFAULT_CHUNK_CLOCKS, decode_capture
 from pcitrace.decode.engine import decode_clocks
 from pcitrace.decode.records import diff_records
@@ -94,18 +96,33 @@ def cpu() -> float:
     return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
 
 
-def engine_rate(sig: dict[str, np.ndarray], chunk: int = DEFAULT_CHUNK_CLOCKS) -> tuple[float, int]:
+def as_from_sr(sig: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The signals as bus_clocks gives them from a state .sr: FRAME#..DEVSEL# as one code."""
+    out = {k: v for k, v in sig.items() if k not in dict(CONTROL_CODE)}
+    out["code"] = np.zeros(len(sig["frame_n"]), np.uint8)
+    for name, weight in CONTROL_CODE:
+        out["code"] += (sig[name] == 0).view(np.uint8) * np.uint8(weight)
+    return out
+
+
+def engine_rate(sig: dict[str, np.ndarray], chunk: int = DEFAULT_CHUNK_CLOCKS,
+                lazy_times: bool = True) -> tuple[float, int]:
     """Clocks per CPU-second of the streaming engine over ``sig``, in the chunks
-    decode_capture uses, and the transactions found."""
-    n = len(sig["frame_n"])
-    times = np.rint(np.arange(n) * (1e12 / CLOCK_HZ)).astype(np.int64)
+    decode_capture uses, and the transactions found. ``lazy_times``: the times as a state
+    capture of a uniform clock gives them (SampleTimes), else as one int64 array."""
+    n = len(next(iter(sig.values())))
+    tb = TimeBase.state(clock_hz=CLOCK_HZ)
+    times = None if lazy_times else tb.times_ps(0, n)
+
+    def t_of(a, b):
+        return tb.lazy_times(a, b) if lazy_times else times[a:b]
     carry, count = None, 0
     t0 = cpu()
     for s in range(0, n, chunk):
-        r, _, _, carry = decode_clocks({k: v[s:s + chunk] for k, v in sig.items()}, times[s:s + chunk],
+        r, _, _, carry = decode_clocks({k: v[s:s + chunk] for k, v in sig.items()}, t_of(s, min(s + chunk, n)),
                                        width=64, carry=carry, final=False)
         count += len(r)
-    r, _, _, carry = decode_clocks({k: v[:0] for k, v in sig.items()}, times[:0], width=64, carry=carry)
+    r, _, _, carry = decode_clocks({k: v[:0] for k, v in sig.items()}, t_of(n, n), width=64, carry=carry)
     count += len(r)
     return n / (cpu() - t0), count
 
@@ -188,12 +205,15 @@ def run(kind: str, base: dict[str, np.ndarray], args) -> None:
     print(f"{kind} traffic: {len(base['frame_n']):,} clocks, {busy:.0%} busy, tiled to {args.clocks:,}")
     big = tiled(base, args.clocks)
     for label, keys in (("control-only", CONTROL), ("64-bit AD+C/BE#", FULL)):
-        rates = []
-        for _ in range(max(args.repeat, 1)):
-            rate, count = engine_rate({k: big[k] for k in keys})
-            rates.append(rate)
-        print(f"  engine {label:16s}: {max(rates) / 1e6:7.1f} M clocks/s best of {len(rates)} "
-              f"(median {np.median(rates) / 1e6:.1f}; {count:,} transactions)")
+        lines = {k: big[k] for k in keys}
+        for form, sig, lazy in (("as from a state .sr", as_from_sr(lines), True),
+                                ("lines, time array", lines, False)):
+            rates = []
+            for _ in range(max(args.repeat, 1)):
+                rate, count = engine_rate(sig, lazy_times=lazy)
+                rates.append(rate)
+            print(f"  engine {label:16s} ({form:19s}): {max(rates) / 1e6:6.1f} M clocks/s best of {len(rates)} "
+                  f"(median {np.median(rates) / 1e6:.1f}; {count:,} transactions)")
     del big
     if args.no_sigrok:
         return
