@@ -282,22 +282,34 @@ class _Lines:
         return ((self.column(bit >> 3) & np.uint8(1 << (bit & 7))) != 0).view(np.uint8)
 
     def code(self, bits: Sequence[int], weights: Sequence[int], levels: Sequence[int]) -> np.ndarray:
-        """A LineCode's values: one table look-up per sample byte that holds its lines."""
-        out = None
-        by_byte: dict[int, list[tuple[int, int, int]]] = {}
+        """A LineCode's values from the sample bytes that hold its lines. Lines whose bit
+        position and code bit differ by the same shift (the usual case: the control lines on
+        consecutive channels) are moved together by one shift and mask; a line counts when
+        at ``levels[i]``, so the lines counted when low are flipped at the end. Many
+        scattered lines go through one 256-entry table per byte instead."""
+        groups: dict[tuple[int, int], int] = {}
+        flip = 0
         for b, w, lv in zip(bits, weights, levels):
-            by_byte.setdefault(b >> 3, []).append((b & 7, w, lv))
-        v = np.arange(256)
-        for byte, lines in by_byte.items():
-            table = np.zeros(256, np.uint8)
-            for pos, w, lv in lines:
-                table += (((v >> pos) & 1) == lv).astype(np.uint8) * np.uint8(w)
-            part = table[self.column(byte)]
-            if out is None:
-                out = part
-            else:
-                out |= part
-        return out if out is not None else np.zeros(len(self.raw), np.uint8)
+            key = (b >> 3, (b & 7) - (int(w).bit_length() - 1))
+            groups[key] = groups.get(key, 0) | int(w)
+            flip |= 0 if lv else int(w)
+        out = np.zeros(len(self.raw), np.uint8)
+        if len(groups) > 4:
+            v = np.arange(256)
+            for byte in {b >> 3 for b in bits}:
+                table = np.zeros(256, np.uint8)
+                for b, w, lv in zip(bits, weights, levels):
+                    if b >> 3 == byte:
+                        table += (((v >> (b & 7)) & 1) == lv).astype(np.uint8) * np.uint8(w)
+                out |= np.take(table, self.column(byte))
+            return out
+        for (byte, shift), mask in groups.items():
+            col = self.column(byte)
+            part = col >> np.uint8(shift) if shift > 0 else col << np.uint8(-shift) if shift < 0 else col.copy()
+            part &= np.uint8(mask)
+            out |= part
+        out ^= np.uint8(flip)
+        return out
 
 
 def _runs_of_bits(bits: Sequence[int]) -> list[tuple[int, int, int]]:

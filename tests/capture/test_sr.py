@@ -474,3 +474,21 @@ def test_bad_metadata_and_long_channel_lists_give_one_line_errors(tmp_path):
     with pytest.raises(PcitraceError) as e:
         cap.channel("NOPE")
     assert len(str(e.value)) < 400 and "180 in all" in str(e.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), unitsize=st.integers(1, 4), nlines=st.integers(1, 8), data=st.data())
+def test_line_codes_from_packed_bytes_equal_the_lines(seed, unitsize, nlines, data):
+    # shifted groups (lines on neighbouring channels, in code order or not) and the table
+    # path (many scattered lines) must both give the sum of the weights of the counted lines
+    from pcitrace.capture.model import LineCode
+    from pcitrace.capture.sr import _Lines
+
+    nlines = min(nlines, 8 * unitsize)
+    bits = data.draw(st.lists(st.integers(0, 8 * unitsize - 1), min_size=nlines, max_size=nlines, unique=True))
+    weights = [1 << i for i in data.draw(st.permutations(range(8)))[:nlines]]
+    levels = data.draw(st.lists(st.integers(0, 1), min_size=nlines, max_size=nlines))
+    raw = np.random.default_rng(seed).integers(0, 256, (300, unitsize), dtype=np.uint8)
+    lines = [((raw[:, b >> 3] >> (b & 7)) & 1).astype(np.uint8) for b in bits]
+    want = LineCode(tuple(f"L{i}" for i in range(nlines)), tuple(weights), tuple(levels)).of_lines(lines)
+    np.testing.assert_array_equal(_Lines(raw).code(bits, weights, levels), want)
