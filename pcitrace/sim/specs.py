@@ -253,17 +253,22 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     # -- kinds: the model's protos (shape key, length, master, purpose, ...) -> what follows from them ---
     shapes: dict[tuple, int] = {}            # the renderer's shape key -> index in shape_list
     shape_list: list = []
-    kinds: dict[int, int] = {}
     kt: list[tuple] = []
     kind_be: list[np.ndarray] = []           # per kind: the byte enables of its data phases
     reads = [B.is_read(c, mode) for c in range(16)]
     # Kinds by the identity of the proto tuples (equal protos in distinct tuples are two kinds of
-    # the same shape: the same drawing); first index of every proto, in order of first occurrence
-    # (C loops: reversed pairs leave each proto's smallest index; sorting by it restores the order).
-    ids = list(map(id, col_of("proto")))
-    first = sorted(dict(zip(reversed(ids), range(n - 1, -1, -1))).items(), key=operator.itemgetter(1))
+    # the same shape: the same drawing), numbered in order of first occurrence: the identities as
+    # numbers, grouped by numpy (no dict entry per transaction).
+    _, first, kind_a = np.unique(np.fromiter(map(id, col_of("proto")), i64, n), return_index=True,
+                                 return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), i64)
+    rank[order] = np.arange(len(order))
+    kind_a = rank[kind_a.reshape(-1)]
+    first = first[order].tolist()            # per kind: its first transaction
+    del order, rank
     # what the proto covers, per kind from its first transaction
-    k_first = [rows.txn(i) for _, i in first]
+    k_first = [rows.txn(i) for i in first]
     k_width = np.array([t.width for t in k_first], i64)
     if not np.all((k_width == 32) | (k_width == 64)):
         raise _Irregular
@@ -274,11 +279,9 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     k_master = np.array([MASTER_INDEX[t.master] for t in k_first], i64)
     k_purpose = [t.purpose for t in k_first]
     del k_first
-    for ident, i in first:
-        kinds[ident] = len(kt)
+    for i in first:
         kt.append(_kind(rows.txn(i), -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
-    kind_a = np.fromiter(map(kinds.__getitem__, ids), i64, n)
-    del ids, first
+    del first
     wb = k_width[kind_a] // 8
     col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a]   # noqa: E731
     t_shape = col(10, i64)
