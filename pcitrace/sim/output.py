@@ -106,6 +106,30 @@ def sample_period_ps(periods: list[int]) -> int:
                         fix="use standard clocks (33, 66, 100, 133 MHz)")
 
 
+def _union_line(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
+    """A line of ``n`` samples (uint8), 1 in the union of the intervals [lo, hi) (any order,
+    overlapping or not, clipped to the line): the merged intervals drawn by one repeat, no
+    slice per interval."""
+    lo, hi = np.clip(lo, 0, n), np.clip(hi, 0, n)
+    keep = hi > lo
+    lo, hi = lo[keep], hi[keep]
+    if not len(lo):
+        return np.zeros(n, np.uint8)
+    o = np.argsort(lo, kind="stable")
+    lo, hi = lo[o], hi[o]
+    reach = np.maximum.accumulate(hi)
+    first = np.ones(len(lo), bool)          # an interval that starts a merged one
+    first[1:] = lo[1:] > reach[:-1]
+    last = np.append(first[1:], True)       # ... and the one that ends it
+    b = np.empty(2 * int(first.sum()) + 2, np.int64)
+    b[0], b[-1] = 0, n
+    b[1:-1:2] = lo[first]
+    b[2:-1:2] = reach[last]
+    levels = np.zeros(len(b) - 1, np.uint8)
+    levels[1::2] = 1
+    return np.repeat(levels, np.diff(b))
+
+
 def _first_data_clocks(sig: dict, starts: np.ndarray) -> np.ndarray:
     data = np.flatnonzero((sig["irdy_n"] == 0) & (sig["trdy_n"] == 0) & (sig["devsel_n"] == 0))
     if len(data) == 0:
@@ -304,21 +328,16 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     s_start, s_end = to_sample(f_start), to_sample(f_end)
     s_sof = to_sample(f_start + 7 * byte_ps)
     s_sof_end = np.maximum(s_sof + 1, to_sample(f_start + 8 * byte_ps))
-    s_start_l, s_end_l, s_sof_l, s_sof_end_l = (x.tolist() for x in (s_start, s_end, s_sof, s_sof_end))
+    s_start_l, s_end_l = s_start.tolist(), s_end.tolist()
     for d in directions:
         idx = [i for i, f in enumerate(model.frames) if f.link == d]
         fs = [model.frames[i] for i in idx]
-        fp = np.zeros(nsamples, np.int8)
-        sof = np.zeros(nsamples, np.int8)
-        for i in idx:
-            fp[s_start_l[i]:s_end_l[i]] += 1
-            sof[s_sof_l[i]:s_sof_end_l[i]] += 1
         fpn = f"{d}.{PROBE_CHANNELS['frame_present']}"
-        arrays[fpn] = (fp > 0).astype(np.uint8)
+        arrays[fpn] = _union_line(s_start[idx], s_end[idx], nsamples)
         sigs = {"frame_present": fpn}
         if sc.link.sof:
             sn = f"{d}.{PROBE_CHANNELS['sof']}"
-            arrays[sn] = (sof > 0).astype(np.uint8)
+            arrays[sn] = _union_line(s_sof[idx], s_sof_end[idx], nsamples)
             sigs["sof"] = sn
         if sc.link.gmii:
             sigs.update(_gmii_channels(d, fs, p, nsamples, arrays, widths, sc))

@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pcitrace.capture import open_capture
 from pcitrace.capture.profile import load_profile
@@ -393,3 +395,18 @@ def test_a_run_leaves_no_cyclic_garbage_and_no_young_objects_to_walk():
     r = sim()
     assert len(r.truth["records"]) > 100
     assert gc.get_count()[0] <= before + 50, gc.get_count()
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 300), iv=st.lists(st.tuples(st.integers(-20, 320), st.integers(-20, 320)), max_size=25))
+def test_probe_line_is_the_union_of_its_intervals(n, iv):
+    # the fast path (merged intervals, one repeat) against slicing each interval in
+    from pcitrace.sim.output import _union_line
+
+    ref = np.zeros(n, np.int8)
+    for a, z in iv:
+        ref[max(a, 0):max(z, 0)] += 1
+    lo = np.array([a for a, _ in iv], np.int64)
+    hi = np.array([z for _, z in iv], np.int64)
+    got = _union_line(lo, hi, n)
+    assert got.dtype == np.uint8 and np.array_equal(got, (ref > 0).astype(np.uint8))
