@@ -97,11 +97,14 @@ class TimeBase:
         t = np.arange(start, stop, dtype=np.float64)
         return self._scaled(t)
 
-    def _scaled(self, t: np.ndarray) -> np.ndarray:
+    def _scaled(self, t: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # in place: a chunk's times are megabytes, and every temporary is a pass over them
         t *= 1e12 / self.rate_hz
         np.rint(t, out=t)
-        out = t.astype(np.int64)
+        if out is None:
+            out = t.astype(np.int64)
+        else:
+            np.copyto(out, t, casting="unsafe")     # whole numbers: the cast is exact
         if self.start_ps:
             out += self.start_ps
         return out
@@ -146,12 +149,17 @@ class SampleTimes:
     def __repr__(self) -> str:
         return f"SampleTimes(samples {self.start}..{self.stop})"
 
-    def take(self, indices) -> np.ndarray:
+    def take(self, indices, out: np.ndarray | None = None, ascending: bool = False) -> np.ndarray:
+        """The times of ``indices`` (0 = this range's first sample), into ``out`` if given (any
+        int64 array of their shape, a record field say). ``ascending``: the caller knows the
+        indices are sorted, so only the ends are checked."""
         idx = np.asarray(indices, dtype=np.int64)
-        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
-            raise IndexError(f"sample index out of range for {len(self)} samples")
+        if idx.size:
+            lo, hi = (idx.flat[0], idx.flat[-1]) if ascending else (idx.min(), idx.max())
+            if lo < 0 or hi >= len(self):
+                raise IndexError(f"sample index out of range for {len(self)} samples")
         # the sample numbers as floats in one pass (exact: far below 2**53), as times_ps has them
-        return self.timebase._scaled(np.add(idx, float(self.start), dtype=np.float64))
+        return self.timebase._scaled(np.add(idx, float(self.start), dtype=np.float64), out)
 
     def __getitem__(self, key):
         if isinstance(key, slice):

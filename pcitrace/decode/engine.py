@@ -113,6 +113,14 @@ def _times(t):
     return t if isinstance(t, SampleTimes) else np.asarray(t, np.int64)
 
 
+def _times_into(out: np.ndarray, times, idx: np.ndarray) -> None:
+    """out[...] = times[idx] for ascending idx, without a temporary where times are computed."""
+    if isinstance(times, SampleTimes):
+        times.take(idx, out=out, ascending=True)
+    else:
+        np.take(times, idx, out=out)
+
+
 def _own(t):
     """A copy of times that is to outlive its chunk (a SampleTimes holds no samples)."""
     return t if isinstance(t, SampleTimes) else t.copy()
@@ -580,8 +588,8 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
     # --- records -----------------------------------------------------------------------------
     rec = alloc(RECORD_DTYPE, len(s))
     _put_text(rec, "bus", bus)
-    rec["start_ps"] = times[s]
-    rec["end_ps"] = times[e]
+    _times_into(rec["start_ps"], times, s)
+    _times_into(rec["end_ps"], times, e)
     rec["clocks"] = e - s + 1
     if has_cbe:
         rec["command"] = (_PCIX_NAMES_U if pcix else _PCI_NAMES_U)[cmd_code]
@@ -630,7 +638,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
     # --- data words --------------------------------------------------------------------------
     words = alloc(WORD_DTYPE, len(w_idx))
     np.add(w_txn, rec_base, out=words["record"])
-    words["time_ps"] = times[w_idx]
+    _times_into(words["time_ps"], times, w_idx)
     if has_ad:
         if any_wide and ad_bits >= 64:
             words["value"] = wa & np.where(wide, np.uint64(0xFFFFFFFFFFFFFFFF), M32)

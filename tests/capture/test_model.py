@@ -49,3 +49,15 @@ def test_timestamped_time_bases_give_their_timestamps():
     ts = np.array([0, 7, 20, 33], np.int64)
     got = TimeBase.state(timestamps_ps=ts).lazy_times(1, 3)
     assert isinstance(got, np.ndarray) and got.tolist() == [7, 20]
+
+
+def test_sample_times_into_a_record_field():
+    tb = TimeBase.state(clock_hz=66_666_667.0, start_ps=12_345)
+    lazy = tb.lazy_times(1_000_000, 1_100_000)
+    idx = np.array([0, 5, 77, 99_999])
+    rec = np.zeros(4, [("a", np.uint8), ("t", np.int64), ("b", np.uint8)])     # strided, unaligned
+    lazy.take(idx, out=rec["t"], ascending=True)
+    assert rec["t"].tolist() == tb.times_ps(1_000_000, 1_100_000)[idx].tolist()
+    assert rec["a"].tolist() == rec["b"].tolist() == [0] * 4
+    with pytest.raises(IndexError):
+        lazy.take(np.array([3, 100_000]), ascending=True)
