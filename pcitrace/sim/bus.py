@@ -882,16 +882,21 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         # segments up to each address phase, then the parked rest of the bus
         seg = np.diff(np.concatenate(([0], t_start_a + 1, [total])))
         who = np.append(t_master_a, t_master_a[-1])
+        # REQ# is GNT# one clock earlier up to the last address phase, then deasserted (nobody
+        # requests after it): the same segments, the first one clock shorter, the last all 1
+        rq_seg = seg.copy()
+        rq_seg[0] -= 1
+        rq_seg[-1] = total - last
     for m in lines:
         mname = masters[m]
-        rq = np.empty(total, np.uint8)
         if ntx:
-            g = np.repeat((who != m).view(np.uint8), seg)
-            rq[:last] = g[1:last + 1]
-            rq[last:] = 1            # nobody requests after the last address phase
+            v = (who != m).view(np.uint8)
+            g = np.repeat(v, seg)
+            v[-1] = 1
+            rq = np.repeat(v, rq_seg)
         else:
             g = np.full(total, m != 0, np.uint8)      # the bus parks on master 0
-            rq[:] = 1
+            rq = np.ones(total, np.uint8)
         if not lean:
             sig[f"gnt_n:{mname}"] = g
             sig[f"req_n:{mname}"] = rq
