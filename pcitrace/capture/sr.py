@@ -305,7 +305,8 @@ class _Lines:
             return out
         for (byte, shift), mask in groups.items():
             col = self.column(byte)
-            part = col >> np.uint8(shift) if shift > 0 else col << np.uint8(-shift) if shift < 0 else col.copy()
+            # (a multiply, not a left shift: numpy vectorises only the former on uint8)
+            part = col >> np.uint8(shift) if shift > 0 else col * np.uint8(1 << -shift) if shift < 0 else col.copy()
             part &= np.uint8(mask)
             out |= part
         out ^= np.uint8(flip)

@@ -372,7 +372,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
 
     # 5-bit control code per clock (levels are 0/1; asserted = 0), unless the capture
     # layer made it (read-only here)
-    # (numpy vectorises uint8 multiply-add; uint8 shifts run several times slower)
+    # (numpy vectorises uint8 multiply-add; uint8 left shifts run several times slower)
     if "code" in buf:
         code = buf["code"]
     else:
