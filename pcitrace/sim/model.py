@@ -20,6 +20,7 @@ from __future__ import annotations
 import array
 import dataclasses
 import heapq
+import math
 import struct
 import zlib
 from collections import deque
@@ -461,6 +462,29 @@ class _PC:
         self.csr_plans: dict = {}       # kind of CSR group -> its accesses (Model._csr_plan)
         self.read_clocks: dict = {}     # DMA read burst shape and purpose -> its proto
         self.write_clocks: dict = {}    # DMA write burst shape and purpose -> its proto
+        self.read_plans: dict = {}      # DMA read -> its bursts (_plan)
+        self.write_plans: dict = {}
+        cfg = bus.cfg
+        # what a burst's split and shape depend on of its address: its place in a cache line,
+        # the read and write disconnect boundaries and a 64-bit word
+        self.plan_modulus = math.lcm(cfg.cache_line, cfg.host.read_disconnect_bytes or 1,
+                                     cfg.host.write_disconnect_bytes or 1, 8)
+        self.dma_gap = max(0, cfg.nic.dma_gap_clocks * bus.period)
+
+
+def _plan(cache: dict, make, pc: "_PC", addr: int, n: int, purpose: str) -> list[tuple]:
+    """``make(pc, addr, n, purpose)``, remembered: a DMA's bursts follow from its purpose, length
+    and the address's place in the buffers' boundaries (cache line, disconnect boundary, word,
+    4 GiB), so buffers at the same place share one plan (a ring's buffers: all of them). A DMA
+    that crosses 4 GiB is planned each time."""
+    b = pc.plan_modulus
+    key = (purpose, n, addr % b, addr >> 32, (addr + n) >> 32)
+    if key[3] != key[4]:
+        return make(pc, addr, n, purpose)
+    plan = cache.get(key)
+    if plan is None:
+        plan = cache[key] = make(pc, addr, n, purpose)
+    return plan
 
 
 class Draws:
@@ -645,13 +669,30 @@ class Model:
     def _dma_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
         """NIC bus-master read of ``payload`` from host memory at ``addr``."""
         cfg = pc.bus.cfg
-        host, nic = cfg.host, cfg.nic
-        pos, n = 0, len(payload)
         if cfg.kind == "pcix":
             yield from self._pcix_read(pc, addr, payload, purpose, seq, log)
             return
+        lat = self.sc.faults.latency_every
+        if lat and purpose == "data_read" and pc.bus.captured:
+            plan = self._read_plan(pc, addr, len(payload), purpose)       # (its waits change by count)
+        else:
+            plan = _plan(pc.read_plans, self._read_plan, pc, addr, len(payload), purpose)
+        bus, gap = pc.bus, pc.dma_gap
+        last = len(plan) - 1
+        for j, (pos, proto, _) in enumerate(plan):
+            row = (proto, addr + pos, payload, pos, seq, -1, -1, -1)
+            # the gap before the next burst without resuming here in between
+            yield ("rowgap", bus, row, log, gap) if j < last else ("row", bus, row, log)
+
+    def _read_plan(self, pc: _PC, addr: int, n: int, purpose: str) -> list[tuple]:
+        """(offset, proto, -1) of every burst of a PCI DMA read of ``n`` bytes at ``addr``: the
+        NIC's cache-line stops and the bridge's disconnects."""
+        cfg = pc.bus.cfg
+        host, nic = cfg.host, cfg.nic
         memo = pc.read_clocks
-        gap = max(0, nic.dma_gap_clocks * pc.bus.period)
+        lat = self.sc.faults.latency_every
+        plan = []
+        pos = 0
         while pos < n:
             a = addr + pos
             want = n - pos
@@ -665,7 +706,6 @@ class Model:
                 if room < want:
                     take, term = room, "disconnect_with_data"
             waits = host.read_initial_waits
-            lat = self.sc.faults.latency_every
             if lat and purpose == "data_read" and pc.bus.captured:
                 pc.reads += 1
                 if pc.reads % lat == 0:
@@ -676,12 +716,11 @@ class Model:
             proto = memo.get(key)
             if proto is None:
                 t = Txn("nic", purpose, cmd, a, take, term, 1, waits, host.read_waits_every,
-                        cfg.width if take > 4 else 32, True, pc.pcix, -1, -1, -1, seq, pc.name, payload, pos)
+                        cfg.width if take > 4 else 32, True, pc.pcix, -1, -1, -1, -1, pc.name)
                 proto = memo[key] = _proto(t, pc.bus.length(t))
-            row = (proto, a, payload, pos, seq, -1, -1, -1)
+            plan.append((pos, proto, -1))
             pos += take
-            # the gap before the next burst without resuming here in between
-            yield ("rowgap", pc.bus, row, log, gap) if pos < n else ("row", pc.bus, row, log)
+        return plan
 
     def _pcix_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
         """PCI-X: Memory Read Block requests of at most MMRBC, each answered by a split
@@ -737,12 +776,27 @@ class Model:
         self.eng.put(done, True)
 
     def _dma_write(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
+        plan = _plan(pc.write_plans, self._write_plan, pc, addr, len(payload), purpose)
+        bus, gap = pc.bus, pc.dma_gap
+        last = len(plan) - 1
+        for j, (pos, proto, bc) in enumerate(plan):
+            if bc >= 0:             # PCI-X: a tag per burst, the sequence's bytes left
+                row = (proto, addr + pos, payload, pos, seq, pc.tag, (1 << 8) | (2 << 3), bc)
+                pc.tag = (pc.tag + 1) % 32
+            else:
+                row = (proto, addr + pos, payload, pos, seq, -1, -1, -1)
+            yield ("rowgap", bus, row, log, gap) if j < last else ("row", bus, row, log)
+
+    def _write_plan(self, pc: _PC, addr: int, n: int, purpose: str) -> list[tuple]:
+        """(offset, proto, PCI-X byte count or -1) of every burst of a DMA write of ``n`` bytes at
+        ``addr``: memory write and invalidate in whole lines, the bridge's disconnects, PCI-X
+        write sequences of at most 4096 bytes."""
         cfg = pc.bus.cfg
         host, nic = cfg.host, cfg.nic
         pcix = cfg.kind == "pcix"
-        pos, n = 0, len(payload)
         memo = pc.write_clocks
-        gap = max(0, nic.dma_gap_clocks * pc.bus.period)
+        plan = []
+        pos = 0
         while pos < n:
             a = addr + pos
             take, term = n - pos, "normal"
@@ -767,14 +821,9 @@ class Model:
                 t = Txn("nic", purpose, cmd, a, take, term, 1, host.write_initial_waits, 0,
                         cfg.width if take > 4 else 32, False, pc.pcix, pc=pc.name)
                 proto = memo[key] = _proto(t, pc.bus.length(t))
-            if pcix:
-                tag, requester, bc = pc.tag, (1 << 8) | (2 << 3), min(n - pos, 4096 - (pos % 4096))
-                pc.tag = (pc.tag + 1) % 32
-            else:
-                tag = requester = bc = -1
-            row = (proto, a, payload, pos, seq, tag, requester, bc)
+            plan.append((pos, proto, min(n - pos, 4096 - (pos % 4096)) if pcix else -1))
             pos += take
-            yield ("rowgap", pc.bus, row, log, gap) if pos < n else ("row", pc.bus, row, log)
+        return plan
 
     # -- frames ----------------------------------------------------------------------
     def frame_payload(self, seq: int, user_bytes: int, src: str) -> bytes:
