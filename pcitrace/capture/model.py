@@ -224,6 +224,9 @@ class LineCode:
         return out
 
 
+# Key of a clocked field chunk's edge sample numbers (Capture.iter_fields(clock=...))
+EDGES = "@edges"
+
 # A chunk source yields chunks of the named channels covering [start, stop).
 ChunkSource = Callable[[Sequence[str], int, int, int], Iterator[Chunk]]
 # A field source (optional, see Capture.iter_fields) yields chunks of assembled fields.
@@ -307,10 +310,15 @@ class Capture:
         return self._source(names, start, stop, chunk_samples)
 
     def iter_fields(self, fields: Mapping[str, "str | Sequence[str]"], start: int = 0,
-                    stop: int | None = None, chunk_samples: int = DEFAULT_CHUNK
-                    ) -> Iterator[Chunk] | None:
+                    stop: int | None = None, chunk_samples: int = DEFAULT_CHUNK, *,
+                    clock: str | None = None) -> Iterator[Chunk] | None:
         """Chunks of assembled fields, or None when the capture has no faster way to make
         them than :meth:`iter_chunks` (the caller then assembles them itself).
+
+        ``clock``: a 1-bit channel; the fields are then given only at its rising edges (the
+        samples where it is 1 and was 0 the sample before; the first sample is no edge), and
+        ``chunk[EDGES]`` holds those samples' numbers. A chunk covers ``chunk_samples``
+        samples of the capture, so it may hold no edge at all.
 
         ``fields`` maps an output name to a 1-bit channel (a str: uint8 levels), to a list of
         1-bit channels, least significant first (uint64, bit i = the i-th channel), or to a
@@ -322,13 +330,15 @@ class Capture:
         source = getattr(self, "_field_source", None)   # subclasses may not call __init__
         if source is None:
             return None
-        for v in fields.values():
+        for v in list(fields.values()) + ([clock] if clock is not None else []):
             for c in ([v] if isinstance(v, str) else v.channels if isinstance(v, LineCode) else v):
                 if self.channel(c).width != 1:
                     return None
         stop = self.num_samples if stop is None else min(stop, self.num_samples)
         if start >= stop:
             return iter(())
+        if clock is not None:
+            return source(dict(fields), start, stop, chunk_samples, clock)
         return source(dict(fields), start, stop, chunk_samples)
 
     def read(self, names: Sequence[str] | None = None, start: int = 0,

@@ -42,7 +42,7 @@ import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.clocked import rising_edges
-from pcitrace.capture.model import Capture, LineCode, SampleTimes
+from pcitrace.capture.model import EDGES, Capture, LineCode, SampleTimes
 from pcitrace.errors import PcitraceError
 
 PCI_SIGNALS = ("clk", "frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n", "ad", "cbe_n", "par",
@@ -619,35 +619,46 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
             pend_t = [t[take:]]
             pend = {s: [v[take:]] for s, v in cols.items()}
 
-    if tb.mode == "state":
-        # every sample is a clock; re-chunk so chunks are exactly chunk_clocks long
-        read = read_samples or chunk_clocks
+    def packed_fields(clock: str | None, read: int):
+        """The capture's own assembly of the fields (from packed samples), or None; with
+        ``control_code``, the code in place of the five control lines where it can."""
+        nonlocal sigs, pend
         fields = {s: (bus.channels_of(s) if s in VECTOR_SIGNALS else bus.channels_of(s)[0])
                   for s in sigs}
-        packed = None
         if control_code and bus.is_pci and all(s in fields for s, _ in CONTROL_CODE):
             coded = {s: v for s, v in fields.items() if s not in dict(CONTROL_CODE)}
             # asserted = low, unless the probe shows the line inverted
             coded["code"] = LineCode(tuple(fields[s] for s, _ in CONTROL_CODE), tuple(w for _, w in CONTROL_CODE),
                                      tuple(int(s in bus.inverted) for s, _ in CONTROL_CODE))
-            packed = capture.iter_fields(coded, chunk_samples=read)
+            packed = capture.iter_fields(coded, chunk_samples=read, clock=clock)
             if packed is not None:
                 sigs = [s for s in sigs if s not in dict(CONTROL_CODE)] + ["code"]
                 pend = {s: [] for s in sigs}
-        if packed is None:
-            packed = capture.iter_fields(fields, chunk_samples=read)
-        if packed is not None:
-            # the capture assembles the vectors itself (from packed samples): only the
-            # profile's inversions are left to apply (a code has them already)
-            for ch in packed:
-                if ch.length == 0:
-                    continue
+                return packed
+        return capture.iter_fields(fields, chunk_samples=read, clock=clock)
+
+    def from_packed(packed, clocked: bool):
+        # only the profile's inversions are left to apply (a code has them already)
+        nonlocal npend
+        for ch in packed:
+            if ch.length == 0:
+                continue
+            if clocked:
+                pend_t.append(tb.times_at(ch.data[EDGES]))
+            else:
                 pend_t.append(tb.lazy_times(ch.start, ch.start + ch.length))
-                for s in sigs:
-                    pend[s].append(ch.data[s] if s == "code" else _invert(bus, s, ch.data[s], widths))
-                npend += ch.length
-                yield from flush(False)
-            yield from flush(True)
+            for s in sigs:
+                pend[s].append(ch.data[s] if s == "code" else _invert(bus, s, ch.data[s], widths))
+            npend += ch.length
+            yield from flush(False)
+        yield from flush(True)
+
+    if tb.mode == "state":
+        # every sample is a clock; re-chunk so chunks are exactly chunk_clocks long
+        read = read_samples or chunk_clocks
+        packed = packed_fields(None, read)
+        if packed is not None:
+            yield from from_packed(packed, False)
             return
         for ch in capture.iter_chunks(chans, chunk_samples=read):
             if ch.length == 0:
@@ -676,6 +687,11 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
         return
     before = tb.event_timed  # values just before the edge (event-timed captures)
     read_chunk = int(read_samples) if read_samples else max(chunk_clocks, 1 << 16)
+    if not before:
+        packed = packed_fields(clk, read_chunk)
+        if packed is not None:
+            yield from from_packed(packed, True)
+            return
 
     for ch in capture.iter_chunks(chans, chunk_samples=read_chunk):
         c = ch.data[clk]

@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
-from pcitrace.capture.model import Capture, ChannelInfo, Chunk, LineCode, TimeBase
+from pcitrace.capture.clocked import rising_edges
+from pcitrace.capture.model import EDGES, Capture, ChannelInfo, Chunk, LineCode, TimeBase
 from pcitrace.errors import PcitraceError
 
 EXTRA_MEMBER = "pcitrace.json"
@@ -439,23 +440,35 @@ def read_sr(path) -> Capture:
             lines = _Lines(np.frombuffer(data, dtype=np.uint8).reshape(-1, unitsize))
             yield Chunk(pos, {nm: lines.bit(bit_of[nm]) for nm in names})
 
-    def field_source(fields, start: int, stop: int, chunk: int) -> Iterator[Chunk]:
+    def field_source(fields, start: int, stop: int, chunk: int, clock: str | None = None) -> Iterator[Chunk]:
         plan = {k: (v if isinstance(v, LineCode) else [bit_of[v]] if isinstance(v, str) else [bit_of[c] for c in v],
                     isinstance(v, str))
                 for k, v in fields.items()}
+        cb = bit_of[clock] if clock is not None else None
+        prev = None
         for pos, data in raw_blocks(start, stop, chunk):
-            n = len(data) // unitsize
+            raw = np.frombuffer(data, np.uint8).reshape(-1, unitsize)
+            if cb is not None:
+                # only the samples at the clock's rising edges are unpacked: a timing capture
+                # holds several samples per clock
+                clk = (raw[:, cb >> 3] >> np.uint8(cb & 7)) & np.uint8(1)
+                edges = rising_edges(clk, prev)
+                prev = clk[-1] if len(clk) else prev
+                raw = raw[edges]
+            n = len(raw)
             # 8 spare bytes: a word read at any byte of the last sample stays in the buffer
-            buf = np.empty(len(data) + 8, np.uint8)
-            buf[:len(data)] = np.frombuffer(data, np.uint8)
-            buf[len(data):] = 0
-            lines = _Lines(buf[:len(data)].reshape(n, unitsize))
+            buf = np.empty(n * unitsize + 8, np.uint8)
+            buf[:n * unitsize] = raw.reshape(-1)
+            buf[n * unitsize:] = 0
+            lines = _Lines(buf[:n * unitsize].reshape(n, unitsize))
             out = {}
             for k, (bits, single) in plan.items():
                 if isinstance(bits, LineCode):
                     out[k] = lines.code([bit_of[c] for c in bits.channels], bits.weights, bits.levels)
                 else:
                     out[k] = lines.bit(bits[0]) if single else _gather_vector(buf, n, unitsize, bits)
+            if cb is not None:
+                out[EDGES] = edges + pos
             yield Chunk(pos, out)
 
     metadata = {"format": "sr", "unitsize": unitsize, "sr_version": lay.version,

@@ -492,3 +492,43 @@ def test_line_codes_from_packed_bytes_equal_the_lines(seed, unitsize, nlines, da
     lines = [((raw[:, b >> 3] >> (b & 7)) & 1).astype(np.uint8) for b in bits]
     want = LineCode(tuple(f"L{i}" for i in range(nlines)), tuple(weights), tuple(levels)).of_lines(lines)
     np.testing.assert_array_equal(_Lines(raw).code(bits, weights, levels), want)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 400), chunk=st.integers(1, 64),
+       inv=st.sets(st.sampled_from(["frame_n", "irdy_n", "ad", "par"])), code=st.booleans())
+def test_timing_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, seed, n, chunk, inv, code):
+    # A timing .sr: only the samples at CLK's rising edges are unpacked (edges across read
+    # blocks, a clock that starts high, runs of several samples per level, irregular periods).
+    from pcitrace.capture.profile import BusProfile, bus_clocks
+
+    rng = np.random.default_rng(seed)
+    clk = np.repeat(np.arange(n) % 2, rng.integers(1, 4, n))[:n].astype(np.uint8)
+    if rng.random() < 0.5:
+        clk ^= 1
+    names = ["FRAME#", "IRDY#", "TRDY#", "STOP#", "DEVSEL#", "PAR"] + [f"AD{i}" for i in range(12)]
+    arrays = {nm: rng.integers(0, 2, len(clk), dtype=np.uint8) for nm in names}
+    arrays["CLK"] = clk
+    order = list(rng.permutation(len(arrays)))
+    keys = list(arrays)
+    write_sr(Capture.from_arrays({keys[i]: arrays[keys[i]] for i in order}, TimeBase.timing(200e6)), tmp_path / "t.sr")
+    cap = read_sr(tmp_path / "t.sr")
+    generic = Capture(cap.channels, cap.timebase, cap.num_samples, cap._source, cap.metadata, cap.path)
+    assert cap.iter_fields({"x": "PAR"}, clock="CLK") is not None and generic.iter_fields({"x": "PAR"}) is None
+    signals = {"clk": "CLK", "frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#",
+               "devsel_n": "DEVSEL#", "par": "PAR", "ad": [f"AD{i}" for i in range(12)]}
+    bus = BusProfile("b", signals=signals, inverted=set(inv), width=32)
+    fast = list(bus_clocks(cap, bus, chunk_clocks=chunk, read_samples=chunk, control_code=code))
+    slow = list(bus_clocks(generic, bus, chunk_clocks=chunk, read_samples=chunk))
+    assert [len(c) for c in fast] == [len(c) for c in slow]
+    assert sum(len(c) for c in slow) == int(np.count_nonzero((clk[1:] == 1) & (clk[:-1] == 0)))
+    from pcitrace.capture.profile import CONTROL_CODE
+    for a, b in zip(fast, slow):
+        assert a.start_clock == b.start_clock
+        np.testing.assert_array_equal(a.times_ps, b.times_ps)
+        if code:
+            want = sum(((b.sig[s] == 0) * w).astype(np.uint8) for s, w in CONTROL_CODE)
+            np.testing.assert_array_equal(a.sig["code"], want)
+        for k in set(a.sig) - {"code"}:
+            assert a.sig[k].dtype == b.sig[k].dtype, k
+            np.testing.assert_array_equal(a.sig[k], b.sig[k], err_msg=k)
