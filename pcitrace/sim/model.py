@@ -62,10 +62,10 @@ RING = 256
 class Txn:
     """One bus transaction as the model decides it (the renderer draws it).
 
-    The model's hot call sites pass the fields positionally, in this order (keyword arguments
-    cost about a microsecond per transaction): master, purpose, command, address, nbytes,
-    termination, devsel, initial_waits, wait_every, width, read, pcix, tag, requester,
-    byte_count, packet, pc, data, data_off."""
+    The model's hot call sites hand the bus rows instead (:class:`TxnRows`); they build a Txn
+    once per shape (its proto) and pass the fields positionally, in this order: master, purpose,
+    command, address, nbytes, termination, devsel, initial_waits, wait_every, width, read, pcix,
+    tag, requester, byte_count, packet, pc, data, data_off."""
 
     master: str                 # host | nic | other
     purpose: str                # csr_read, csr_write, desc_fetch, data_read, data_completion, desc_completion,
@@ -90,9 +90,8 @@ class Txn:
     req_clock: int = -1
     start: int = -1             # clock of the address phase
     clocks: int = 0             # address phase .. last clock with FRAME# or IRDY#
-    # shape_key(self), set by call sites that build many transactions of one shape (one tuple
-    # shared by all of them: the renderer groups transactions by it without reading the fields);
-    # None: the renderer works it out. Whoever changes a field it covers sets it back to None.
+    # shape_key(self) when known (a TxnRows' transactions); None: worked out when needed.
+    # Whoever changes a field it covers sets it back to None.
     kind: tuple | None = None
 
 
@@ -609,8 +608,8 @@ class Model:
         return n * pc.bus.period
 
     def _txn(self, pc: _PC, **kw) -> Txn:
-        # (the hot call sites - CSR accesses, DMA bursts - build their Txn directly with
-        # pcix=pc.pcix, pc=pc.name and their width: one call and three dict updates fewer)
+        # (PCI-X reads and completions: the hot call sites - CSR accesses, PCI DMA bursts - make
+        # rows from planned protos)
         cfg = pc.bus.cfg
         kw.setdefault("width", cfg.width)
         kw.setdefault("pcix", cfg.kind == "pcix")
