@@ -130,8 +130,15 @@ def _union_line(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
     return np.repeat(levels, np.diff(b))
 
 
-def _first_data_clocks(sig: dict, starts: np.ndarray) -> np.ndarray:
-    data = np.flatnonzero((sig["irdy_n"] == 0) & (sig["trdy_n"] == 0) & (sig["devsel_n"] == 0))
+def _data_clocks(sig: dict, K: int) -> np.ndarray:
+    """The clocks with IRDY#, TRDY# and DEVSEL# all asserted: the completed data phases (the
+    lines are 0/1 levels: OR-ed together they are 0 exactly there)."""
+    x = np.bitwise_or(sig["irdy_n"][:K], sig["trdy_n"][:K])
+    x |= sig["devsel_n"][:K]
+    return np.flatnonzero(x == 0)
+
+
+def _first_data_clocks(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     if len(data) == 0:
         return np.full(len(starts), -1, np.int64)
     i = np.searchsorted(data, starts)
@@ -238,7 +245,8 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                 line = ("frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n")[int(frng.integers(0, 5))]
                 glitches.append((line, int(starts[i]) + int(frng.integers(1, txns[i].clocks - 1))))
         extra = [(phase + c * b.period, cfg.name, kind, msg) for kind, c, msg in injected]
-        first = _first_data_clocks(rb.signals, starts)
+        data_clocks = _data_clocks(rb.signals, K)
+        first = _first_data_clocks(data_clocks, starts)
         first_parts.append(np.where(first >= 0, phase + first * b.period, -1))
         rec_parts.append(recs)
         find_parts.append(finds)       # replaced below once the channel faults are known
@@ -246,7 +254,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         ann["purpose"].append(cols["purpose"])
         ann["packet"].append(cols["packet"])
         bus_rows.append(cols)
-        occupancy[cfg.name] = _occupancy(rb.signals, cols, recs, b, K)
+        occupancy[cfg.name] = _occupancy(rb.signals, data_clocks, cols, recs, b, K)
 
         # -- channels --------------------------------------------------------------------
         wanted = [s for s in PCI_CHANNELS if s in rb.signals or s == "clk"]
@@ -602,11 +610,11 @@ def _txn_columns(rows) -> dict:
             "retry": np.fromiter((t.termination == "retry" for t in txns), bool, len(txns))}
 
 
-def _occupancy(sig: dict, cols: dict, recs, b, K: int) -> dict:
-    busy = (sig["frame_n"][:K] == 0) | (sig["irdy_n"][:K] == 0)
-    data = (sig["irdy_n"][:K] == 0) & (sig["trdy_n"][:K] == 0) & (sig["devsel_n"][:K] == 0) & busy
-    n_busy = int(busy.sum())
-    n_data = int(data.sum())
+def _occupancy(sig: dict, data_clocks: np.ndarray, cols: dict, recs, b, K: int) -> dict:
+    # busy: FRAME# or IRDY# asserted (0/1 levels: AND-ed together they are 1 on the idle clocks);
+    # a data phase has IRDY# asserted, so every data clock is busy
+    n_busy = K - int(np.count_nonzero(np.bitwise_and(sig["frame_n"][:K], sig["irdy_n"][:K])))
+    n_data = len(data_clocks)
     # per transaction, column-wise: address clocks (every transaction but a retry has its
     # header), retried clocks, clocks per initiator
     clocks = recs["clocks"].astype(np.int64)
