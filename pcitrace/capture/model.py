@@ -224,8 +224,12 @@ class LineCode:
         return out
 
 
-# Key of a clocked field chunk's edge sample numbers (Capture.iter_fields(clock=...))
+# Keys of a field chunk's extras (Capture.iter_fields): the clock's edge sample numbers,
+# and where a LineCode asked for with changes= changed (sample numbers, and the code's bits
+# that flipped there)
 EDGES = "@edges"
+CHANGES = "@changes"
+FLIPS = "@flips"
 
 # A chunk source yields chunks of the named channels covering [start, stop).
 ChunkSource = Callable[[Sequence[str], int, int, int], Iterator[Chunk]]
@@ -311,7 +315,7 @@ class Capture:
 
     def iter_fields(self, fields: Mapping[str, "str | Sequence[str]"], start: int = 0,
                     stop: int | None = None, chunk_samples: int = DEFAULT_CHUNK, *,
-                    clock: str | None = None) -> Iterator[Chunk] | None:
+                    clock: str | None = None, changes: LineCode | None = None) -> Iterator[Chunk] | None:
         """Chunks of assembled fields, or None when the capture has no faster way to make
         them than :meth:`iter_chunks` (the caller then assembles them itself).
 
@@ -319,6 +323,9 @@ class Capture:
         samples where it is 1 and was 0 the sample before; the first sample is no edge), and
         ``chunk[EDGES]`` holds those samples' numbers. A chunk covers ``chunk_samples``
         samples of the capture, so it may hold no edge at all.
+        ``changes``: a LineCode watched over every sample (not only at the edges):
+        ``chunk[CHANGES]`` holds the samples where it differs from the sample before (the
+        capture's first sample is no change) and ``chunk[FLIPS]`` its bits that flipped there.
 
         ``fields`` maps an output name to a 1-bit channel (a str: uint8 levels), to a list of
         1-bit channels, least significant first (uint64, bit i = the i-th channel), or to a
@@ -330,15 +337,15 @@ class Capture:
         source = getattr(self, "_field_source", None)   # subclasses may not call __init__
         if source is None:
             return None
-        for v in list(fields.values()) + ([clock] if clock is not None else []):
+        for v in list(fields.values()) + ([clock] if clock is not None else []) + ([changes] if changes else []):
             for c in ([v] if isinstance(v, str) else v.channels if isinstance(v, LineCode) else v):
                 if self.channel(c).width != 1:
                     return None
         stop = self.num_samples if stop is None else min(stop, self.num_samples)
         if start >= stop:
             return iter(())
-        if clock is not None:
-            return source(dict(fields), start, stop, chunk_samples, clock)
+        if clock is not None or changes is not None:
+            return source(dict(fields), start, stop, chunk_samples, clock, changes)
         return source(dict(fields), start, stop, chunk_samples)
 
     def read(self, names: Sequence[str] | None = None, start: int = 0,

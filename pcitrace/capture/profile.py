@@ -35,14 +35,14 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.clocked import rising_edges
-from pcitrace.capture.model import EDGES, Capture, LineCode, SampleTimes
+from pcitrace.capture.model import CHANGES, EDGES, FLIPS, Capture, LineCode, SampleTimes
 from pcitrace.errors import PcitraceError
 
 PCI_SIGNALS = ("clk", "frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n", "ad", "cbe_n", "par",
@@ -584,7 +584,9 @@ CONTROL_CODE = (("frame_n", 1), ("irdy_n", 2), ("trdy_n", 4), ("stop_n", 8), ("d
 
 def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
                profile_name: str = "profile", *, read_samples: int | None = None,
-               control_code: bool = False) -> Iterator[BusChunk]:
+               control_code: bool = False, watch: Sequence[str] = (),
+               on_changes: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
+               ) -> Iterator[BusChunk]:
     """One entry per bus clock, in chunks of ``chunk_clocks`` (the last may be shorter).
 
     ``read_samples``: samples read from the capture at a time (timing captures); edge
@@ -592,8 +594,15 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
     ``control_code``: where the capture can make it straight from packed samples (a state
     .sr), a PCI bus's chunks have ``sig["code"]`` (uint8, CONTROL_CODE bits of the asserted
     lines) in place of FRAME#, IRDY#, TRDY#, STOP# and DEVSEL#; otherwise the lines.
+    ``watch`` / ``on_changes``: where a timing capture gives the clocks from packed samples,
+    it also watches these 1-bit signals over every sample, in the same read, and calls
+    ``on_changes(clock_edges, change_samples, flips)`` once per block read, in order (sample
+    numbers; bit i of a flip = ``watch[i]`` changed there). Never called otherwise: the
+    caller then makes a pass of its own (the glitch scan of pcitrace.decode).
     """
     check_bus(capture, bus, profile_name)
+    if len(watch) > 8:
+        raise ValueError("bus_clocks watches at most 8 lines (one code byte)")
     chunk_clocks = max(1, int(chunk_clocks))
     chans = list(dict.fromkeys(bus.all_channels()))
     widths = {c: capture.channel(c).width for c in chans}
@@ -625,22 +634,26 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
         nonlocal sigs, pend
         fields = {s: (bus.channels_of(s) if s in VECTOR_SIGNALS else bus.channels_of(s)[0])
                   for s in sigs}
+        changes = (LineCode(tuple(bus.channels_of(s)[0] for s in watch), tuple(1 << i for i in range(len(watch))),
+                            (1,) * len(watch)) if clock is not None and watch and on_changes is not None else None)
         if control_code and bus.is_pci and all(s in fields for s, _ in CONTROL_CODE):
             coded = {s: v for s, v in fields.items() if s not in dict(CONTROL_CODE)}
             # asserted = low, unless the probe shows the line inverted
             coded["code"] = LineCode(tuple(fields[s] for s, _ in CONTROL_CODE), tuple(w for _, w in CONTROL_CODE),
                                      tuple(int(s in bus.inverted) for s, _ in CONTROL_CODE))
-            packed = capture.iter_fields(coded, chunk_samples=read, clock=clock)
+            packed = capture.iter_fields(coded, chunk_samples=read, clock=clock, changes=changes)
             if packed is not None:
                 sigs = [s for s in sigs if s not in dict(CONTROL_CODE)] + ["code"]
                 pend = {s: [] for s in sigs}
                 return packed
-        return capture.iter_fields(fields, chunk_samples=read, clock=clock)
+        return capture.iter_fields(fields, chunk_samples=read, clock=clock, changes=changes)
 
     def from_packed(packed, clocked: bool):
         # only the profile's inversions are left to apply (a code has them already)
         nonlocal npend
         for ch in packed:
+            if CHANGES in ch.data:
+                on_changes(ch.data[EDGES], ch.data[CHANGES], ch.data[FLIPS])
             if ch.length == 0:
                 continue
             if clocked:

@@ -35,7 +35,7 @@ import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.clocked import rising_edges
-from pcitrace.capture.model import EDGES, Capture, ChannelInfo, Chunk, LineCode, TimeBase
+from pcitrace.capture.model import CHANGES, EDGES, FLIPS, Capture, ChannelInfo, Chunk, LineCode, TimeBase
 from pcitrace.errors import PcitraceError
 
 EXTRA_MEMBER = "pcitrace.json"
@@ -383,10 +383,12 @@ def read_sr(path) -> Capture:
     chunks = lay.chunks
     unitsize = lay.unitsize
 
-    def raw_blocks(start: int, stop: int, chunk: int) -> Iterator[tuple[int, bytes]]:
+    def raw_blocks(start: int, stop: int, chunk: int, whole: bool = True) -> Iterator[tuple[int, bytes]]:
         """(first sample, bytes of the packed samples) blocks covering [start, stop), each
         ``chunk`` samples long but the last: a block runs on into the next member, so
-        consumers re-chunking to the same size never have to stitch pieces together."""
+        consumers re-chunking to the same size never have to stitch pieces together.
+        ``whole=False``: a block ends at its member's end too (no copy to join the pieces,
+        for consumers that take blocks of any size)."""
         chunk = max(1, int(chunk))
         acc: list[bytes] = []
         acc_n = 0
@@ -416,7 +418,7 @@ def read_sr(path) -> Capture:
                             if len(buf) != step * unitsize:
                                 raise EOFError("chunk shorter than its declared size")
                             pos += step
-                            if acc_n == 0 and step == chunk:
+                            if acc_n == 0 and (step == chunk or not whole):
                                 yield acc_pos, buf
                                 acc_pos += step
                                 continue
@@ -440,14 +442,27 @@ def read_sr(path) -> Capture:
             lines = _Lines(np.frombuffer(data, dtype=np.uint8).reshape(-1, unitsize))
             yield Chunk(pos, {nm: lines.bit(bit_of[nm]) for nm in names})
 
-    def field_source(fields, start: int, stop: int, chunk: int, clock: str | None = None) -> Iterator[Chunk]:
+    def field_source(fields, start: int, stop: int, chunk: int, clock: str | None = None,
+                     changes: LineCode | None = None) -> Iterator[Chunk]:
         plan = {k: (v if isinstance(v, LineCode) else [bit_of[v]] if isinstance(v, str) else [bit_of[c] for c in v],
                     isinstance(v, str))
                 for k, v in fields.items()}
         cb = bit_of[clock] if clock is not None else None
         prev = None
-        for pos, data in raw_blocks(start, stop, chunk):
+        prev_code = None
+        # clocked fields come in any number per block: blocks need not be joined across members
+        for pos, data in raw_blocks(start, stop, chunk, whole=cb is None):
             raw = np.frombuffer(data, np.uint8).reshape(-1, unitsize)
+            change_out = (np.zeros(0, np.int64), np.zeros(0, np.uint8))
+            if changes is not None and len(raw):
+                c = _Lines(raw).code([bit_of[x] for x in changes.channels], changes.weights, changes.levels)
+                at = np.flatnonzero(c[1:] != c[:-1]) + 1
+                flips = c[at] ^ c[at - 1]
+                if prev_code is not None and c[0] != prev_code:
+                    at = np.concatenate(([0], at))
+                    flips = np.concatenate(([c[0] ^ prev_code], flips))
+                prev_code = c[-1]
+                change_out = (at + pos, flips)
             if cb is not None:
                 # only the samples at the clock's rising edges are unpacked: a timing capture
                 # holds several samples per clock
@@ -469,6 +484,8 @@ def read_sr(path) -> Capture:
                     out[k] = lines.bit(bits[0]) if single else _gather_vector(buf, n, unitsize, bits)
             if cb is not None:
                 out[EDGES] = edges + pos
+            if changes is not None:
+                out[CHANGES], out[FLIPS] = change_out
             yield Chunk(pos, out)
 
     metadata = {"format": "sr", "unitsize": unitsize, "sr_version": lay.version,

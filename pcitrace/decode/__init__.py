@@ -182,7 +182,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
     it receives ``summary['bus']`` = the BusSummary at the end. ``alloc(dtype, n)``: where the
     engine puts each chunk's records and words (``decode_bus`` collects them in place)."""
     from pcitrace.capture.profile import bus_clocks
-    from pcitrace.decode.engine import decode_clocks, glitches
+    from pcitrace.decode.engine import GlitchScan, decode_clocks, glitch_lines, glitches
 
     carry = None
     span = _BusSpan()
@@ -193,7 +193,21 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
              for sig in ("ad", "cbe_n") if sig in bus.signals}
     opts = dict(mode=bus.mode, width=bus.width, bus=bus.name, ad_bits=lanes.get("ad", 64),
                 cbe_bits=lanes.get("cbe_n", 8), alloc=alloc)
-    for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name, control_code=True):
+    tb = capture.timebase
+    timing = tb.mode == "timing" and not tb.event_timed and bus.clock is not None
+    # glitches live between clock edges: only the raw samples show them. A packed capture
+    # finds the control lines' changes in the read that gives the clocks; others take a pass
+    # of their own at the end.
+    lines = glitch_lines(bus) if timing else []
+    scan = GlitchScan(bus.name, lines, tb)
+    fed = []
+
+    def on_changes(edges, at, flips):
+        fed.append(True)
+        scan.feed(edges, {s: at[(flips & np.uint8(1 << i)) != 0] for i, s in enumerate(lines)})
+
+    for ch in bus_clocks(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name, control_code=True,
+                         watch=lines, on_changes=on_changes):
         if len(ch) == 0:
             continue
         span.add(ch)
@@ -205,10 +219,8 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
     if carry is not None:
         r, w, f, carry = decode_clocks(empty_sig, np.zeros(0, np.int64), carry=carry, final=True, **opts)
         yield r, w, f
-    tb = capture.timebase
-    if tb.mode == "timing" and not tb.event_timed and bus.clock is not None:
-        # glitches live between clock edges: only the raw samples show them
-        yield np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), glitches(capture, bus)
+    if timing:
+        yield np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), scan.array() if fed else glitches(capture, bus)
     if summary is not None:
         summary["bus"] = span.summary(bus)
 

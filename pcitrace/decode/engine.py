@@ -821,52 +821,85 @@ _CONTROL_NAMES = {"frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "st
                   "devsel_n": "DEVSEL#"}
 
 
+class GlitchScan:
+    """`glitch` findings of a timing-mode capture, fed block by block in sample order: a
+    control line that changes two or more times between one CLK rising edge (exclusive)
+    and the next (inclusive), reported at the line's second-to-last edge in that period
+    (where its last pulse began), as the reference decoder does. Edges before the first
+    clock count towards it; edges after the last do not. The state carried per line is a
+    count and two edges. ``feed`` takes sample numbers only (the clock's rising edges and
+    each line's changes), so it serves a pass of its own over the lines (:func:`glitches`)
+    as well as the changes a packed capture finds while it reads a bus's clocks."""
+
+    def __init__(self, bus_name: str, lines: list[str], timebase):
+        self.lines = list(lines)
+        self.timebase = timebase
+        self.findings = _Findings(bus_name)
+        self.pend = {s: 0 for s in lines}                # edges since the last clock
+        self.last2 = {s: [-1, -1] for s in lines}        # (second-to-last, last) edge sample
+
+    def feed(self, clocks: np.ndarray, edges: Mapping[str, np.ndarray]) -> None:
+        for s in self.lines:
+            e = edges[s]
+            if not len(clocks):
+                self._remember(s, e)
+                self.pend[s] += len(e)
+                continue
+            # each edge belongs to the first clock at or after it (len(clocks): after the
+            # last one); edges are fewer than clocks, so they are the ones searched for
+            owner = np.searchsorted(clocks, e, side="left")
+            count = np.bincount(owner, minlength=len(clocks) + 1)
+            tail = int(count[-1])
+            count = count[:-1]
+            count[0] += self.pend[s]
+            for i in np.flatnonzero(count >= 2):               # glitches are rare
+                upto = int(np.searchsorted(owner, i, side="right"))   # edges up to clock i
+                new_here = upto - int(np.searchsorted(owner, i, side="left"))
+                if new_here >= 2:
+                    at = e[upto - 2]
+                elif new_here == 1:
+                    at = self.last2[s][1]
+                else:
+                    at = self.last2[s][0]
+                self.findings.add(self.timebase.times_at(np.array([at])), "glitch",
+                                  [f"{_CONTROL_NAMES[s]} changed {int(count[i])} times within one clock period"])
+            self.pend[s] = tail
+            self._remember(s, e)
+
+    def _remember(self, s: str, e: np.ndarray) -> None:
+        for x in e[-2:]:
+            self.last2[s] = [self.last2[s][1], int(x)]
+
+    def array(self) -> np.ndarray:
+        return self.findings.array()
+
+
+def glitch_lines(bus) -> list[str]:
+    """The control lines a bus's glitch scan watches (none without a clock)."""
+    return [s for s in _CONTROL_NAMES if s in bus.signals] if bus.clock is not None else []
+
+
 def glitches(capture, bus, chunk_samples: int = 1 << 22) -> np.ndarray:
-    """`glitch` findings of a timing-mode capture: a control line that changes two or more
-    times between one CLK rising edge (exclusive) and the next (inclusive), reported at the
-    line's second-to-last edge in that period (where its last pulse began), as the reference
-    decoder does. Edges before the first clock count towards it; edges after the last do not.
-    Works on the raw samples in chunks; the per-line state carried is a count and two edges."""
-    findings = _Findings(bus.name)
+    """`glitch` findings (see :class:`GlitchScan`) from a pass of their own over the raw
+    samples of the clock and the control lines."""
     clk = bus.clock
-    lines = [s for s in _CONTROL_NAMES if s in bus.signals]
-    if clk is None or not lines:
-        return findings.array()
+    lines = glitch_lines(bus)
+    scan = GlitchScan(bus.name, lines, capture.timebase)
+    if not lines:
+        return scan.array()
     chans = {s: bus.channels_of(s)[0] for s in lines}
-    tb = capture.timebase
     prev_vals: dict[str, int] | None = None
-    pend = {s: 0 for s in lines}                      # edges since the last clock
-    last2 = {s: [-1, -1] for s in lines}              # (second-to-last, last) edge sample
     for ch in capture.iter_chunks([clk] + list(dict.fromkeys(chans.values())), chunk_samples=chunk_samples):
         c = ch.data[clk]
         if not len(c):
             continue
         first = prev_vals is None
         clocks = rising_edges(c, None if first else prev_vals[clk]) + ch.start
+        edges = {}
         for s in lines:
             v = ch.data[chans[s]]
             vv = v if first else np.concatenate(([prev_vals[chans[s]]], v))
-            edges = np.flatnonzero(vv[1:] != vv[:-1]) + (1 if first else 0) + ch.start
-            if not len(clocks):
-                for x in edges[-2:]:
-                    last2[s] = [last2[s][1], int(x)]
-                pend[s] += len(edges)
-                continue
-            cum = np.searchsorted(edges, clocks, side="right")     # new edges up to each clock
-            count = np.diff(np.concatenate(([0], cum)))
-            count[0] += pend[s]
-            for i in np.flatnonzero(count >= 2):               # glitches are rare
-                new_here = cum[i] - (cum[i - 1] if i else 0)
-                if new_here >= 2:
-                    at = edges[cum[i] - 2]
-                elif new_here == 1:
-                    at = last2[s][1]
-                else:
-                    at = last2[s][0]
-                findings.add(tb.times_at(np.array([at])), "glitch",
-                             [f"{_CONTROL_NAMES[s]} changed {int(count[i])} times within one clock period"])
-            pend[s] = len(edges) - int(cum[-1])
-            for x in edges[-2:]:
-                last2[s] = [last2[s][1], int(x)]
+            edges[s] = np.flatnonzero(vv[1:] != vv[:-1]) + (1 if first else 0) + ch.start
+        scan.feed(clocks, edges)
         prev_vals = {k: int(v[-1]) for k, v in ch.data.items()}
-    return findings.array()
+    return scan.array()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pcitrace.capture import write_sr
 from pcitrace.capture.model import Capture, TimeBase
@@ -262,3 +264,41 @@ def test_state_sr_decodes_through_the_control_code_as_through_the_lines(tmp_path
     assert np.array_equal(whole.words, got.words)
     assert np.array_equal(whole.findings, got.findings)
     assert got.buses["pci"].busy_clocks == whole.buses["pci"].busy_clocks > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 600), read=st.integers(1, 97), spc=st.integers(2, 6))
+def test_glitches_found_while_reading_packed_clocks_equal_their_own_pass(tmp_path, seed, n, read, spc):
+    # A timing .sr gives the glitch scan the control lines' changes in the read that gives the
+    # bus's clocks; the result must be that of the scan's own pass over the lines, whatever
+    # the read size (pulses across reads, before the first clock, after the last).
+    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.decode.engine import GlitchScan, glitch_lines, glitches
+    from pcitrace.capture.sr import read_sr
+
+    rng = np.random.default_rng(seed)
+    clk = np.tile(np.r_[np.zeros(spc // 2), np.ones(spc - spc // 2)].astype(np.uint8), n // spc + 1)[:n]
+    names = {"frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#", "devsel_n": "DEVSEL#"}
+    arrays = {"CLK": clk}
+    for nm in names.values():
+        a = np.ones(n, np.uint8)
+        for _ in range(int(rng.integers(0, 8))):            # pulses of 1-3 samples, some glitches
+            at = int(rng.integers(0, n))
+            a[at:at + int(rng.integers(1, 4))] ^= 1
+        arrays[nm] = a
+    write_sr(Capture.from_arrays(arrays, TimeBase.timing(400e6)), tmp_path / "g.sr", chunk_bytes=int(rng.integers(1, 50)))
+    cap = read_sr(tmp_path / "g.sr")
+    bus = BusProfile("pci", "pci", signals={"clk": "CLK", **names})
+    want = glitches(cap, bus, chunk_samples=1 << 20)
+    scan, fed = GlitchScan(bus.name, glitch_lines(bus), cap.timebase), []
+
+    def on_changes(edges, at, flips):
+        fed.append(1)
+        scan.feed(edges, {s: at[(flips & np.uint8(1 << i)) != 0] for i, s in enumerate(glitch_lines(bus))})
+    for _ in bus_clocks(cap, bus, chunk_clocks=read, read_samples=read, watch=glitch_lines(bus), on_changes=on_changes):
+        pass
+    assert fed
+    got = scan.array()
+    assert sorted(map(tuple, got.tolist())) == sorted(map(tuple, want.tolist()))
+    whole = decode_capture(cap, Profile([bus], source="t"))
+    assert sorted(map(tuple, whole.findings[whole.findings["kind"] == "glitch"].tolist())) == sorted(map(tuple, want.tolist()))
