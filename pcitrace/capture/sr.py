@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture._zipread import ERRORS as ZIP_ERRORS
+from pcitrace.capture._zipread import Member
 from pcitrace.capture.clocked import rising_edges
 from pcitrace.capture.model import CHANGES, EDGES, FLIPS, Capture, ChannelInfo, Chunk, LineCode, TimeBase
 from pcitrace.errors import PcitraceError
@@ -401,7 +403,7 @@ def read_sr(path) -> Capture:
                     break
                 pos = first
                 try:
-                    with zf.open(member) as f:
+                    with Member(zf, zf.getinfo(member)) as f:
                         # Members cannot seek cheaply: skip by reading, bounded pieces.
                         skip = max(0, start - first)
                         while skip:
@@ -428,7 +430,7 @@ def read_sr(path) -> Capture:
                                 yield acc_pos, b"".join(acc)
                                 acc_pos += acc_n
                                 acc, acc_n = [], 0
-                except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+                except ZIP_ERRORS as exc:
                     raise PcitraceError(
                         # a CRC error shows only at the member's end: name the member's samples
                         f"chunk {member!r} (samples {first}..{first + n - 1}) is corrupt ({exc})", path=path,
