@@ -237,7 +237,8 @@ def _probe_chunks(capture, bus, chunk_samples: int):
     tb = capture.timebase
     for ch in capture.iter_chunks(chans, chunk_samples=chunk_samples):
         sig = {s: _assemble(bus, s, ch.data, widths, None) for s in bus.signals}
-        yield ch.start, tb.times_ps(ch.start, ch.start + ch.length), sig
+        # a frame's times are read at its few edges only: not computed for every sample
+        yield ch.start, tb.lazy_times(ch.start, ch.start + ch.length), sig
 
 
 def decode_probe_capture(capture, bus, *, chunk_samples: int = 1 << 20) -> np.ndarray:
