@@ -458,6 +458,86 @@ def _merge_notes(parts: list, order: np.ndarray):
     return np.concatenate(parts)[order] if parts else np.zeros(0, np.int64)
 
 
+class Ragged:
+    """Lists of ints of different lengths as one flat int array and offsets (list i is
+    ``values[offsets[i]:offsets[i + 1]]``); a slice of it gives the lists."""
+
+    def __init__(self, offsets: np.ndarray, values: np.ndarray):
+        self.offsets = offsets
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: slice) -> list[list[int]]:
+        start, stop, _ = i.indices(len(self))
+        o = self.offsets[start:stop + 1].tolist()
+        if len(o) < 2:
+            return []
+        vl = self.values[o[0]:o[-1]].tolist()
+        return [vl[a - o[0]:z - o[0]] for a, z in zip(o[:-1], o[1:])]
+
+    def json_texts(self) -> list[str]:
+        """Every list as compact JSON (what json.dumps gives a list of ints)."""
+        texts = list(map(str, self.values.tolist()))
+        o = self.offsets.tolist()
+        return ["[" + ",".join(texts[a:z]) + "]" for a, z in zip(o[:-1], o[1:])]
+
+
+class DictRows(Sequence):
+    """A list of dicts with the same keys, held as columns (key -> int array, :class:`Ragged`,
+    or a list / tuple of python values) and made into dicts only when read: the truth's
+    packets (a long capture has tens of thousands, each with 38 fields). ``json_lines`` encodes
+    column by column what ``json.dumps`` gives each dict."""
+
+    def __init__(self, columns: dict):
+        self.columns = columns
+        self._n = len(next(iter(columns.values()))) if columns else 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self._n)
+            if step != 1:
+                return self[start:stop][::step]
+            cols = [v[start:stop].tolist() if isinstance(v, np.ndarray) else v[start:stop]
+                    for v in self.columns.values()]
+            return [dict(zip(self.columns, row)) for row in zip(*cols)]
+        i = range(self._n)[i]
+        return self[i:i + 1][0]
+
+    def __iter__(self):
+        step = 65536
+        for k in range(0, self._n, step):
+            yield from self[k:k + step]
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def json_lines(self) -> list[str]:
+        enc = _COMPACT.encode
+        cols, parts = [], []
+        for name, v in self.columns.items():
+            if isinstance(v, Ragged):
+                cols.append(v.json_texts())
+            elif isinstance(v, np.ndarray):
+                if v.dtype.kind not in "iu":        # (str() of anything else is not its JSON)
+                    raise TypeError(f"column {name}: {v.dtype} array")
+                cols.append(list(map(str, v.tolist())))
+            elif all(x.__class__ is bool for x in v):
+                cols.append(["true" if x else "false" for x in v])
+            else:
+                # (a text per distinct value; by type too, as True == 1 but their JSON differs)
+                keys = [(x.__class__, x) for x in v]
+                table = {k: enc(k[1]) for k in set(keys)}
+                cols.append([table[k] for k in keys])
+            parts.append(enc(name) + ":{}")
+        template = "{{" + ",".join(parts) + "}}"
+        return list(map(template.format, *cols)) if cols else []
+
+
 class RecordList(Sequence):
     """The truth's records: the merged record columns (field -> array, text fields as
     :class:`~pcitrace.sim.bus.Strings`) plus the model's notes (columns master, purpose,
@@ -640,7 +720,7 @@ _PACKET_LISTS = ("csr_txns", "tx_dma", "rx_dma", "tx_irq_csr", "rx_irq_csr")
 _TX_DATA = frozenset(("data_read", "data_completion"))
 
 
-def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first_ps: np.ndarray) -> list[dict]:
+def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first_ps: np.ndarray) -> "DictRows":
     """The truth's per-packet figures, column-wise: every packet log's transaction indices (into
     its bus's transactions: the src PC's bus for the CSR group, the transmit DMA and the transmit
     interrupt's group, the dst PC's for the rest) flattened into one array per log, mapped to
@@ -648,7 +728,8 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
     offsets (no Python loop per transaction). ``bus_cols``: the captured buses' transaction
     columns (txn_columns) in the order their records were merged; ``inv``: merged record ->
     sorted record index. A transaction on a bus nobody probes has no record: its packet's list
-    is empty there. The times are the record's (start, end) and its first data phase's."""
+    is empty there. The times are the record's (start, end) and its first data phase's. The
+    dicts are built when read (:class:`DictRows`)."""
     i64 = np.int64
     pks = model.packets
     npk = len(pks)
@@ -664,31 +745,34 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
                             np.array([x in _TX_DATA for x in purpose.table], bool)[purpose.codes],
                             np.array([x == "data_write" for x in purpose.table], bool)[purpose.codes])
         at += n
-    src = [pk.src for pk in pks]
-    dst = [pk.dst for pk in pks]
+    # every field of every packet log in one pass over the logs (each is a fetch from memory)
+    fields = ("seq", "src", "dst", "user_bytes", "frame_bytes", "lost", "send_app_ps", "frame") + _PACKET_LISTS
+    (seqs, src, dst, user_bytes, frame_bytes, lost, app_send, frames, *logs) = \
+        zip(*map(operator.attrgetter(*fields), pks)) if npk else [()] * len(fields)
+    logs = dict(zip(_PACKET_LISTS, logs))
+    # per captured PC: the packets whose source / destination it is
+    on_src, on_dst = ({pc: np.fromiter(map(pc.__eq__, side), bool, npk) for pc in per_pc} for side in (src, dst))
 
-    def gather(attr: str, side: list):
+    def gather(attr: str, on: dict):
         """(offsets per packet into the flat arrays, flat record indices, flat bytes, retried,
-        transmit data, receive data) of one log over every packet."""
-        lists = list(map(operator.attrgetter(attr), pks))
+        transmit data, receive data) of one log over every packet; ``on``: the packets whose
+        log is on each PC's bus."""
+        lists = logs[attr]
         lens = np.fromiter(map(len, lists), i64, npk)
         local = np.frombuffer(b"".join(lists), i64)      # (the logs are int64 arrays)
         cols = [np.zeros(len(local), dt) for dt in (i64, i64, bool, bool, bool)]
         keep = np.zeros(npk, bool)
         for pc, got in per_pc.items():
-            mine = np.fromiter(map(pc.__eq__, side), bool, npk)
+            mine = on[pc]
             keep |= mine
             el = np.repeat(mine, lens)
             for c, g in zip(cols, got):
                 c[el] = g[local[el]]
+        el = np.repeat(keep, lens)
         lens = np.where(keep, lens, 0)          # a bus nobody probes: no records
-        el = np.repeat(keep, np.fromiter(map(len, lists), i64, npk))
         cols = [c[el] for c in cols]
         return (np.concatenate(([0], np.cumsum(lens))), *cols)
 
-    def split(offs, values) -> list:
-        vl = values.tolist()
-        return [vl[a:z] for a, z in zip(offs[:-1].tolist(), offs[1:].tolist())]
 
     def first(offs, rec, times):
         """times[first record] of every packet's list, -1 for an empty one."""
@@ -713,35 +797,33 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
         return c[offs[1:]] - c[offs[:-1]]
 
     F = first_ps
-    o_csr, r_csr, _, retry_csr, _, _ = gather("csr_txns", src)
-    o_tx, r_tx, n_tx, _, data_tx, _ = gather("tx_dma", src)
-    o_rx, r_rx, n_rx, _, _, data_rx = gather("rx_dma", dst)
-    o_ti, r_ti, *_ = gather("tx_irq_csr", src)
-    o_ri, r_ri, *_ = gather("rx_irq_csr", dst)
+    o_csr, r_csr, _, retry_csr, _, _ = gather("csr_txns", on_src)
+    o_tx, r_tx, n_tx, _, data_tx, _ = gather("tx_dma", on_src)
+    o_rx, r_rx, n_rx, _, _, data_rx = gather("rx_dma", on_dst)
+    o_ti, r_ti, *_ = gather("tx_irq_csr", on_src)
+    o_ri, r_ri, *_ = gather("rx_irq_csr", on_dst)
     o_dt, r_dt, n_dt = subset(o_tx, r_tx, n_tx, data_tx & (n_tx != 0))
     o_dr, r_dr, n_dr = subset(o_rx, r_rx, n_rx, data_rx)
     csr_start, tx_first = first(o_csr, r_csr, S), first(o_tx, r_tx, S)
     tx_end, rx_end = last(o_tx, r_tx, E), last(o_rx, r_rx, E)
     ti_start, ri_start = first(o_ti, r_ti, S), first(o_ri, r_ri, S)
     tx_word, rx_word = first(o_dt, r_dt, F), first(o_dr, r_dr, F)
-    frames = [pk.frame for pk in pks]
     has_f = np.fromiter((f is not None for f in frames), bool, npk)
     w_start = np.fromiter((f.start_ps if f else -1 for f in frames), i64, npk)
     w_end = np.fromiter((f.end_ps if f else -1 for f in frames), i64, npk)
     has_csr, has_tx, has_rx = o_csr[1:] > o_csr[:-1], o_tx[1:] > o_tx[:-1], o_rx[1:] > o_rx[:-1]
     has_ti, has_ri = o_ti[1:] > o_ti[:-1], o_ri[1:] > o_ri[:-1]
     columns = {
-        "seq": [pk.seq for pk in pks], "src": src, "dst": dst,
-        "user_bytes": [pk.user_bytes for pk in pks], "frame_bytes": [pk.frame_bytes for pk in pks],
-        "lost": [pk.lost for pk in pks],
+        "seq": np.array(seqs, i64), "src": src, "dst": dst, "user_bytes": np.array(user_bytes, i64),
+        "frame_bytes": np.array(frame_bytes, i64), "lost": lost,
         "send_bus": [bus_of[x] for x in src], "recv_bus": [bus_of[x] for x in dst],
-        "app_send_ps": [pk.send_app_ps for pk in pks],
-        "csr_records": split(o_csr, r_csr),
+        "app_send_ps": np.array(app_send, i64),
+        "csr_records": Ragged(o_csr, r_csr),
         "csr_start_ps": csr_start,
         "csr_end_ps": last(o_csr, r_csr, E),
         "csr_retries": sums(o_csr, retry_csr),
         "first_dma_ps": tx_first,
-        "tx_dma_records": split(o_tx, r_tx),
+        "tx_dma_records": Ragged(o_tx, r_tx),
         "tx_data_bursts": np.diff(o_dt),
         "tx_bytes": sums(o_dt, n_dt),
         "tx_data_start_ps": first(o_dt, r_dt, S),
@@ -750,15 +832,15 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
         "wire_start_ps": w_start,
         "wire_end_ps": w_end,
         "wire_time_ps": np.where(has_f, w_end - w_start, -1),
-        "rx_dma_records": split(o_rx, r_rx),
+        "rx_dma_records": Ragged(o_rx, r_rx),
         "rx_data_bursts": np.diff(o_dr),
         "rx_bytes": sums(o_dr, n_dr),
         "rx_data_start_ps": first(o_dr, r_dr, S),
         "rx_first_word_ps": rx_word,
         "rx_data_end_ps": last(o_dr, r_dr, E),
         "rx_dma_end_ps": rx_end,
-        "tx_irq_csr_records": split(o_ti, r_ti),
-        "rx_irq_csr_records": split(o_ri, r_ri),
+        "tx_irq_csr_records": Ragged(o_ti, r_ti),
+        "rx_irq_csr_records": Ragged(o_ri, r_ri),
         "tx_irq_csr_start_ps": ti_start,
         "rx_irq_csr_start_ps": ri_start,
         "csr_setup_ps": np.where(has_csr & has_tx, tx_first - csr_start, -1),
@@ -766,8 +848,7 @@ def _packets(model: ModelResult, bus_cols: list, inv: np.ndarray, records, first
         "tx_interrupt_delay_ps": np.where(has_tx & has_ti, ti_start - tx_end, -1),
         "rx_interrupt_delay_ps": np.where(has_rx & has_ri, ri_start - rx_end, -1),
     }
-    cols = [v.tolist() if isinstance(v, np.ndarray) else v for v in columns.values()]
-    return [dict(zip(columns, row)) for row in zip(*cols)]
+    return DictRows(columns)
 
 
 def file_profile(profile: Profile, capture: Capture) -> Profile:
@@ -805,7 +886,7 @@ def truth_json(truth: dict) -> str:
     enc = _COMPACT.encode
     parts = []
     for k, v in truth.items():
-        if isinstance(v, RecordList) and len(v):
+        if isinstance(v, (RecordList, DictRows)) and len(v):
             body = ",\n".join(v.json_lines())
             parts.append(f"{json.dumps(k)}: [\n{body}\n]")
         elif isinstance(v, list) and len(v):
@@ -815,7 +896,7 @@ def truth_json(truth: dict) -> str:
             body = ",\n".join(f"{json.dumps(kk)}: {enc(vv)}" for kk, vv in v.items())
             parts.append(f"{json.dumps(k)}: {{\n{body}\n}}")
         else:                       # (an empty record list is an empty JSON list too)
-            parts.append(f"{json.dumps(k)}: {json.dumps([] if isinstance(v, RecordList) else v)}")
+            parts.append(f"{json.dumps(k)}: {json.dumps([] if isinstance(v, (RecordList, DictRows)) else v)}")
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 

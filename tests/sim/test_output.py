@@ -410,3 +410,26 @@ def test_probe_line_is_the_union_of_its_intervals(n, iv):
     hi = np.array([z for _, z in iv], np.int64)
     got = _union_line(lo, hi, n)
     assert got.dtype == np.uint8 and np.array_equal(got, (ref > 0).astype(np.uint8))
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), n=st.integers(0, 12))
+def test_packet_rows_read_and_encode_as_the_dicts_they_hold(data, n):
+    # the truth's packets are columns made into dicts when read: against the dicts themselves
+    from pcitrace.sim.output import _COMPACT, DictRows, Ragged
+
+    lens = data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    flat = data.draw(st.lists(st.integers(-1, 10 ** 12), min_size=sum(lens), max_size=sum(lens)))
+    ints = data.draw(st.lists(st.integers(-(2 ** 62), 2 ** 62), min_size=n, max_size=n))
+    objs = data.draw(st.lists(st.one_of(st.booleans(), st.none(), st.integers(0, 2), st.text(max_size=3)),
+                              min_size=n, max_size=n))
+    offs = np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
+    rows = DictRows({"a": np.array(ints, np.int64), "lists": Ragged(offs, np.array(flat, np.int64)),
+                     "o": tuple(objs)})
+    want = [{"a": ints[i], "lists": flat[offs[i]:offs[i + 1]], "o": objs[i]} for i in range(n)]
+    assert len(rows) == n and list(rows) == want and rows == want
+    assert rows.json_lines() == [_COMPACT.encode(d) for d in want]
+    if n:
+        k = data.draw(st.integers(-n, n - 1))
+        assert rows[k] == want[k] and rows[1:n:2] == want[1:n:2]
+        assert all(type(x) is type(y) for d, e in zip(rows, want) for x, y in zip(d.values(), e.values()))
