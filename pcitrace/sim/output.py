@@ -316,7 +316,6 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                             bars=[(cfg.nic.bar, cfg.nic.bar + 0x1FFFF)])))
 
     # -- probe lines ---------------------------------------------------------------------
-    frames_out = []
     directions = ["a_to_b"] + (["b_to_a"] if sc.link.reverse_probe else [])
     if timing:
         def to_sample(t):
@@ -336,7 +335,6 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     s_start, s_end = to_sample(f_start), to_sample(f_end)
     s_sof = to_sample(f_start + 7 * byte_ps)
     s_sof_end = np.maximum(s_sof + 1, to_sample(f_start + 8 * byte_ps))
-    s_start_l, s_end_l = s_start.tolist(), s_end.tolist()
     for d in directions:
         idx = [i for i, f in enumerate(model.frames) if f.link == d]
         fs = [model.frames[i] for i in idx]
@@ -352,24 +350,24 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         profile_buses.append(BusProfile(name=d, kind="gbe_probe", signals=sigs,
                                         clock_hz=None if timing else 1e12 / periods[0],
                                         link_bps=sc.link.rate_gbps * 1e9))
-    t_sof_l = sample_ps(s_sof).tolist()
-    t_start_l = sample_ps(s_start).tolist()
+    # the frames column-wise (dicts made when read: DictRows)
+    t_start = np.asarray(sample_ps(s_start), np.int64)
     # a frame cut off by the end of the capture ends at the last sample, as the decoders report it
-    t_end_l = sample_ps(np.minimum(s_end, nsamples - 1)).tolist()
-    for i, f in enumerate(model.frames):
-        probed = f.link in directions and s_start_l[i] < nsamples
-        truncated = s_end_l[i] >= nsamples
-        start, end = t_start_l[i], t_end_l[i]
-        frames_out.append({
-            "link": f.link, "kind": f.kind, "seq": f.seq, "frame_bytes": f.frame_bytes,
-            "udpmon_seq": f.seq if f.kind == "data" else -1,
-            "lost": f.lost, "probed": probed,
-            "wire_start_ps": f.start_ps, "wire_end_ps": f.end_ps,
-            "start_ps": start, "end_ps": end,
-            "wire_time_ps": end - start,
-            "sof_ps": t_sof_l[i] if sc.link.sof else -1,
-            "truncated": truncated,
-        })
+    t_end = np.asarray(sample_ps(np.minimum(s_end, nsamples - 1)), np.int64)
+    f_link, f_kind, f_seq, f_bytes, f_lost = (zip(*map(operator.attrgetter("link", "kind", "seq", "frame_bytes", "lost"),
+                                                       model.frames)) if n_fr else [()] * 5)
+    f_seq = np.array(f_seq, np.int64)
+    frames_out = DictRows({
+        "link": f_link, "kind": f_kind, "seq": f_seq, "frame_bytes": np.array(f_bytes, np.int64),
+        "udpmon_seq": np.where(np.array([k == "data" for k in f_kind], bool), f_seq, -1),
+        "lost": f_lost,
+        "probed": (np.array([x in directions for x in f_link], bool) & (s_start < nsamples)).tolist(),
+        "wire_start_ps": f_start, "wire_end_ps": f_end,
+        "start_ps": t_start, "end_ps": t_end,
+        "wire_time_ps": t_end - t_start,
+        "sof_ps": np.asarray(sample_ps(s_sof), np.int64) if sc.link.sof else np.full(n_fr, -1, np.int64),
+        "truncated": (s_end >= nsamples).tolist(),
+    })
 
     # -- records, sorted as the decoders give them -------------------------------------------
     # One scatter per bus into the sorted array (no concatenated copy first): the record
