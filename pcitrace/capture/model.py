@@ -224,6 +224,112 @@ class LineCode:
         return out
 
 
+class SharedReads:
+    """Capture.shared_reads() of a capture that has nothing to share (a context manager)."""
+
+    def __enter__(self) -> "SharedReads":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def seal(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Broadcast:
+    """One iterator read by several consumers (``branch()``), each getting every item in
+    order; an item is kept until every consumer has it. Before ``seal()`` nothing is dropped
+    (consumers may still join); one that joins after an item was dropped reads everything
+    from an iterator of its own (``fresh()``). When more than ``max_items`` are held (one
+    consumer far behind the others), the one furthest behind is cut loose to an iterator of
+    its own, skipping what it already had: slower for it, but memory stays bounded. An
+    error of the shared iterator reaches every consumer."""
+
+    def __init__(self, it: Iterator, fresh: Callable[[], Iterator], max_items: int = 64):
+        import collections
+
+        self._it, self._fresh, self._max = it, fresh, max(1, int(max_items))
+        self._buf = collections.deque()
+        self._base = 0                      # index of _buf[0]
+        self._pos: list[float] = []         # next index of each consumer (inf: gone)
+        self._loose: set[int] = set()       # consumers cut loose
+        self._sealed = False
+        self._end: int | None = None        # items in all, once the iterator is done
+        self._error: BaseException | None = None
+
+    def seal(self) -> None:
+        self._sealed = True
+        self._trim()
+
+    def _trim(self) -> None:
+        if not self._sealed or not self._pos:
+            return
+        low = min(self._pos)
+        while self._buf and self._base < low:
+            self._buf.popleft()
+            self._base += 1
+
+    def branch(self) -> Iterator:
+        if self._base > 0:                  # joined too late to share: a reader of its own
+            return self._fresh()
+        k = len(self._pos)
+        self._pos.append(0)
+        return self._consume(k)
+
+    def _fill(self) -> bool:
+        """One more item into the buffer; False at the end."""
+        if self._error is not None:
+            raise self._error
+        if self._end is not None:
+            return False
+        try:
+            self._buf.append(next(self._it))
+        except StopIteration:
+            self._end = self._base + len(self._buf)
+            return False
+        except BaseException as exc:
+            self._error = exc
+            raise
+        while self._sealed and len(self._buf) > self._max:
+            # the reader that asked is the one furthest ahead: the laggards go
+            behind = min(range(len(self._pos)), key=lambda c: self._pos[c])
+            if self._pos[behind] >= self._base + len(self._buf) - 1:
+                break
+            self._loose.add(behind)
+            self._pos[behind] = float("inf")
+            self._trim()
+        return True
+
+    def _consume(self, k: int) -> Iterator:
+        i = 0                               # the next item this consumer takes
+        try:
+            while True:
+                if k in self._loose:
+                    for j, item in enumerate(self._fresh()):
+                        if j >= i:
+                            yield item
+                    return
+                while i - self._base >= len(self._buf):
+                    if not self._fill():
+                        return
+                    if k in self._loose:
+                        break
+                if k in self._loose:
+                    continue
+                item = self._buf[i - self._base]
+                i += 1
+                self._pos[k] = i
+                self._trim()
+                yield item
+        finally:
+            self._pos[k] = float("inf")     # finished or abandoned: nobody waits for it
+            self._trim()
+
+
 # Keys of a field chunk's extras (Capture.iter_fields): the clock's edge sample numbers,
 # and where a LineCode asked for with changes= changed (sample numbers, and the code's bits
 # that flipped there)
@@ -247,9 +353,10 @@ class Capture:
 
     def __init__(self, channels: Sequence[ChannelInfo], timebase: TimeBase, num_samples: int,
                  source: ChunkSource, metadata: dict | None = None, path: str | None = None,
-                 field_source: FieldSource | None = None):
+                 field_source: FieldSource | None = None, shared_reads=None):
         self.channels = list(channels)
         self._field_source = field_source
+        self._shared_reads = shared_reads
         self.timebase = timebase
         self.num_samples = int(num_samples)
         self._source = source
@@ -302,6 +409,17 @@ class Capture:
             raise PcitraceError(f"no channel named {name!r}; the capture has {listed or 'no channels'}",
                                 path=self.path, fix="check the channel name (pcitrace info CAPTURE lists "
                                 "them all) or the profile") from None
+
+    def shared_reads(self) -> "SharedReads":
+        """A context in which several readers of the capture that advance together (the
+        buses of one capture, decoded side by side) share the work of reading it: a reader
+        whose samples are stored together (.sr: packed, compressed) inflates each block once
+        for all of them. Call ``seal()`` once every reader has made its first read; from then
+        on a block is dropped as soon as the last of them has it, so the readers must be
+        driven in step (the memory held is the distance between the first and the last).
+        Other captures: no effect."""
+        make = getattr(self, "_shared_reads", None)
+        return make() if make is not None else SharedReads()
 
     def iter_chunks(self, names: Sequence[str] | None = None, start: int = 0,
                     stop: int | None = None, chunk_samples: int = DEFAULT_CHUNK) -> Iterator[Chunk]:

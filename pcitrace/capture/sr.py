@@ -37,10 +37,12 @@ from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture._zipread import ERRORS as ZIP_ERRORS
 from pcitrace.capture._zipread import Member
 from pcitrace.capture.clocked import rising_edges
-from pcitrace.capture.model import CHANGES, EDGES, FLIPS, Capture, ChannelInfo, Chunk, LineCode, TimeBase
+from pcitrace.capture.model import (CHANGES, EDGES, FLIPS, Broadcast, Capture, ChannelInfo, Chunk, LineCode,
+                                    SharedReads, TimeBase)
 from pcitrace.errors import PcitraceError
 
 EXTRA_MEMBER = "pcitrace.json"
+SHARED_BYTES = 256 << 20
 TIMESTAMPS_MEMBER = "pcitrace-timestamps.npy"
 EXTRA_FORMAT = 1
 
@@ -439,8 +441,42 @@ def read_sr(path) -> Capture:
         if acc_n:
             yield acc_pos, b"".join(acc)
 
+    session: dict | None = None           # streams of the active shared_reads(), by request
+
+    def blocks(start: int, stop: int, chunk: int, whole: bool = True) -> Iterator[tuple[int, bytes]]:
+        if session is None:
+            return raw_blocks(start, stop, chunk, whole)
+        key = (start, stop, chunk, whole)
+        b = session["streams"].get(key)
+        if b is None:
+            # at most SHARED_BYTES of inflated blocks held for readers that fall behind
+            b = session["streams"][key] = Broadcast(raw_blocks(*key), lambda: raw_blocks(*key),
+                                                    max_items=max(2, SHARED_BYTES // max(chunk * unitsize, 1)))
+            if session["sealed"]:
+                b.seal()
+        return b.branch()
+
+    class Shared(SharedReads):
+        def __enter__(self):
+            nonlocal session
+            if session is None:           # one session at a time; a nested one shares nothing
+                session = {"streams": {}, "sealed": False}
+                self.own = True
+            return self
+
+        def seal(self):
+            if getattr(self, "own", False):
+                session["sealed"] = True
+                for b in session["streams"].values():
+                    b.seal()
+
+        def close(self):
+            nonlocal session
+            if getattr(self, "own", False):
+                session, self.own = None, False
+
     def source(names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:
-        for pos, data in raw_blocks(start, stop, chunk):
+        for pos, data in blocks(start, stop, chunk):
             lines = _Lines(np.frombuffer(data, dtype=np.uint8).reshape(-1, unitsize))
             yield Chunk(pos, {nm: lines.bit(bit_of[nm]) for nm in names})
 
@@ -453,7 +489,7 @@ def read_sr(path) -> Capture:
         prev = None
         prev_code = None
         # clocked fields come in any number per block: blocks need not be joined across members
-        for pos, data in raw_blocks(start, stop, chunk, whole=cb is None):
+        for pos, data in blocks(start, stop, chunk, whole=cb is None):
             raw = np.frombuffer(data, np.uint8).reshape(-1, unitsize)
             change_out = (np.zeros(0, np.int64), np.zeros(0, np.uint8))
             if changes is not None and len(raw):
@@ -496,7 +532,7 @@ def read_sr(path) -> Capture:
         metadata["analog_channels_ignored"] = lay.analog
     metadata.update(extra.get("metadata", {}))
     return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, source,
-                   metadata=metadata, path=path, field_source=field_source)
+                   metadata=metadata, path=path, field_source=field_source, shared_reads=Shared)
 
 
 # -- writing -------------------------------------------------------------------------------

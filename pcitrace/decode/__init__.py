@@ -225,32 +225,81 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
         summary["bus"] = span.summary(bus)
 
 
-def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
-               profile_name: str = "profile", progress: Callable[[int], None] | None = None):
-    """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
-    recs, words, finds = _Grow(RECORD_DTYPE), _Grow(WORD_DTYPE), _Grow(FINDING_DTYPE)
-    out: dict = {}
-    grows = {RECORD_DTYPE: recs, WORD_DTYPE: words}
-    estimated = set()
+class _BusDecode:
+    """One PCI bus decoded chunk by chunk into arrays of its own (``step`` decodes the next
+    chunk), so that several buses of a capture can be driven side by side."""
 
-    def alloc(dt, m):
-        g = grows[dt]
-        if dt not in estimated and m:
+    def __init__(self, capture, bus, *, chunk_clocks: int, profile_name: str, progress):
+        self.capture = capture
+        self.recs, self.words, self.finds = _Grow(RECORD_DTYPE), _Grow(WORD_DTYPE), _Grow(FINDING_DTYPE)
+        self.out: dict = {}
+        self._estimated: set = set()
+        self._gen = iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
+                             progress=progress, summary=self.out, alloc=self._alloc)
+        self.done = False
+
+    def _alloc(self, dt, m):
+        g = self.recs if dt == RECORD_DTYPE else self.words
+        if dt not in self._estimated and m:
             # The rest of the capture is assumed as busy as the first chunk with output: a
             # wrong guess costs a doubling (too low) or untouched pages given back at the
             # end (too high). Sized before that chunk is written, so it is written once, into
             # memory big enough for the kernel to back with huge pages.
-            estimated.add(dt)
-            share = out["span"].share_of(capture)
+            self._estimated.add(dt)
+            share = self.out["span"].share_of(self.capture)
             if 0 < share < 1:
                 g.reserve(int((g.n + m) / share * 1.05) + 64)
         return g.claim(m)
 
-    for part in iter_bus(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name,
-                         progress=progress, summary=out, alloc=alloc):
-        finds.add(part[2])     # records and words are already in place (claim)
-        part = None            # no view into the collected arrays outlives its chunk
-    return recs.array, words.array, finds.array, out["bus"]
+    def step(self) -> bool:
+        """Decode the next chunk; False once the bus is done."""
+        try:
+            part = next(self._gen)
+        except StopIteration:
+            self.done = True
+            return False
+        self.finds.add(part[2])     # records and words are already in place (claim)
+        return True
+
+    @property
+    def reached_ps(self) -> int:
+        """The time of the last clock decoded so far (-1 before the first)."""
+        span = self.out.get("span")
+        return span.end_ps if span is not None and span.first_times is not None else -1
+
+    def result(self):
+        return self.recs.array, self.words.array, self.finds.array, self.out["bus"]
+
+
+def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
+               profile_name: str = "profile", progress: Callable[[int], None] | None = None):
+    """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
+    d = _BusDecode(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name, progress=progress)
+    while d.step():
+        pass
+    return d.result()
+
+
+def decode_buses(capture, buses, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
+                 profile_name: str = "profile", progress: Callable[[int], None] | None = None):
+    """decode_bus for each of ``buses``, driven side by side so that a capture whose samples
+    are stored together (.sr) is read once for all of them (Capture.shared_reads): the bus
+    furthest behind in time decodes its next chunk."""
+    decoders = [_BusDecode(capture, b, chunk_clocks=chunk_clocks, profile_name=profile_name,
+                           progress=progress) for b in buses]
+    if len(decoders) < 2:
+        for d in decoders:
+            while d.step():
+                pass
+        return [d.result() for d in decoders]
+    with capture.shared_reads() as shared:
+        live = [d for d in decoders if d.step()]          # every bus makes its first read
+        shared.seal()
+        while live:
+            d = min(live, key=lambda x: x.reached_ps)
+            if not d.step():
+                live.remove(d)
+    return [d.result() for d in decoders]
 
 
 def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -335,9 +384,8 @@ def decode_capture(capture, profile=None, *, buses=None, engine: str = "fast",
     summaries: dict[str, BusSummary] = {}
     per_bus = []
     if engine == "fast":
-        for b in pci:
-            r, w, f, summary = decode_bus(capture, b, chunk_clocks=chunk_clocks,
-                                          profile_name=profile.describe(), progress=progress)
+        for b, (r, w, f, summary) in zip(pci, decode_buses(capture, pci, chunk_clocks=chunk_clocks,
+                                                            profile_name=profile.describe(), progress=progress)):
             per_bus.append((r, w, f))
             summaries[b.name] = summary
     else:

@@ -302,3 +302,76 @@ def test_glitches_found_while_reading_packed_clocks_equal_their_own_pass(tmp_pat
     assert sorted(map(tuple, got.tolist())) == sorted(map(tuple, want.tolist()))
     whole = decode_capture(cap, Profile([bus], source="t"))
     assert sorted(map(tuple, whole.findings[whole.findings["kind"] == "glitch"].tolist())) == sorted(map(tuple, want.tolist()))
+
+
+def _sequential(cap, prof):
+    from pcitrace.decode import decode_bus
+
+    parts = [decode_bus(cap, b) for b in prof.buses if b.is_pci]
+    return merge_buses([p[:3] for p in parts])
+
+
+def test_buses_of_one_sr_are_read_once_for_all(monkeypatch):
+    # decode_capture drives the buses side by side and the .sr inflates each block once for
+    # both; the records are those of decoding the buses one after the other
+    from pathlib import Path
+
+    import pcitrace.capture._zipread as zr
+    from pcitrace.capture import open_capture
+    from pcitrace.capture.profile import resolve_profile
+
+    opened = []
+    real_init = zr.Member.__init__
+
+    def counting(self, zf, info):
+        opened.append(info.filename)
+        real_init(self, zf, info)
+    monkeypatch.setattr(zr.Member, "__init__", counting)
+    path = Path(__file__).resolve().parents[2] / "samples" / "pro1000_66mhz.sr"
+    cap = open_capture(path)
+    prof = resolve_profile(cap, None)
+    assert sum(b.is_pci for b in prof.buses) == 2
+    got = decode_capture(cap, prof, buses=[b.name for b in prof.buses if b.is_pci], chunk_clocks=4096)
+    shared = len(opened)
+    opened.clear()
+    want = _sequential(cap, prof)
+    assert diff_records(want[0], got.records) == []
+    assert np.array_equal(want[1], got.words) and np.array_equal(want[2], got.findings)
+    assert 0 < shared < len(opened)                 # each member inflated once, not once per bus
+
+
+@pytest.mark.parametrize("shared_bytes", [1, 1 << 30])
+def test_buses_at_different_speeds_and_a_stopped_clock_decode_as_one_by_one(tmp_path, monkeypatch, shared_bytes):
+    # One bus's clock stops for most of the capture: driven side by side, the other bus would
+    # hold every block the stalled one has not read. A tiny limit cuts the laggard loose to a
+    # reader of its own; either way the records are those of decoding the buses one by one.
+    import pcitrace.capture.sr as sr
+
+    monkeypatch.setattr(sr, "SHARED_BYTES", shared_bytes)
+    rng = np.random.default_rng(4)
+    n = 60_000
+    arrays = {}
+    for name, period, stop_at in (("A", 4, n), ("B", 6, n // 5)):
+        clk = (np.arange(n) // (period // 2) % 2).astype(np.uint8)
+        clk[stop_at:] = 0
+        nclk = int(np.count_nonzero((clk[1:] == 1) & (clk[:-1] == 0)))
+        sig, _ = random_bus(rng, nclk + 2, ad=False, cbe=False, par=False, w64=False, gnt=False, busy=0.6)
+        edge = np.flatnonzero((clk[1:] == 1) & (clk[:-1] == 0)) + 1
+        for k, v in sig.items():                    # hold each clock's values until its next edge
+            line = np.ones(n, np.uint8)
+            line[edge[0]:] = np.repeat(v[:len(edge)], np.diff(np.r_[edge, n]))
+            arrays[f"{name}.{k}"] = line
+        arrays[f"{name}.CLK"] = clk
+    write_sr(Capture.from_arrays(arrays, TimeBase.timing(200e6)), tmp_path / "two.sr", chunk_bytes=20_000)
+    buses = [BusProfile(nm, "pci", signals={"clk": f"{nm}.CLK", **{k: f"{nm}.{k}" for k in
+                                            ("frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n")}})
+             for nm in ("A", "B")]
+    prof = Profile(buses, source="t")
+    from pcitrace.capture import open_capture
+
+    cap = open_capture(tmp_path / "two.sr")
+    got = decode_capture(cap, prof, chunk_clocks=1024)
+    want = _sequential(cap, prof)
+    assert len(got.records) > 100 and set(got.records["bus"]) == {"A", "B"}
+    assert diff_records(want[0], got.records) == []
+    assert np.array_equal(want[1], got.words) and np.array_equal(want[2], got.findings)
