@@ -169,6 +169,7 @@ def default_length(t: Txn) -> int:
 # width; ``clocks`` the transaction's length.
 PROTO_FIELDS = ("kind", "clocks", "master", "purpose", "read", "pc")
 ROW_FIELDS = ("proto", "address", "data", "data_off", "packet", "tag", "requester", "byte_count")
+ROW_WIDTH = len(ROW_FIELDS)
 
 
 class TxnRows:
@@ -176,21 +177,29 @@ class TxnRows:
     rows (ROW_FIELDS). ``txn(i)`` / ``txns()`` give them as :class:`Txn` objects (the reference
     renderer, tests, the rare fault injections); :meth:`of` is the other way round."""
 
-    __slots__ = ("starts", "reqs", "rows", "_txns")
+    __slots__ = ("starts", "reqs", "flat", "_txns")
 
     def __init__(self):
         # (machine integers: no int object per transaction to keep and read back; numpy takes
         # them as they are)
         self.starts = array.array("q")
         self.reqs = array.array("q")
-        self.rows: list[tuple] = []
+        # the rows' fields one after the other (ROW_FIELDS, a row every ROW_WIDTH entries): a
+        # column is then a strided slice of one list (no row tuple to fetch per transaction)
+        self.flat: list = []
         self._txns: list[Txn] | None = None
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.starts)
+
+    @property
+    def rows(self) -> list[tuple]:
+        """Every transaction's row (ROW_FIELDS), as tuples."""
+        return list(zip(*[iter(self.flat)] * ROW_WIDTH))
 
     def txn(self, i: int) -> Txn:
-        proto, address, data, data_off, packet, tag, requester, byte_count = self.rows[i]
+        proto, address, data, data_off, packet, tag, requester, byte_count = \
+            self.flat[ROW_WIDTH * i:ROW_WIDTH * (i + 1)]
         kind, clocks, master, purpose, read, pc = proto
         command, pcix, term, devsel, iwaits, wait_every, nbytes, width = kind[:8]
         return Txn(master, purpose, command, address, nbytes, term, devsel, iwaits, wait_every, width, read, pcix,
@@ -199,8 +208,8 @@ class TxnRows:
 
     def txns(self) -> list[Txn]:
         """Every transaction as a Txn (built once, then the same objects)."""
-        if self._txns is None or len(self._txns) != len(self.rows):
-            self._txns = [self.txn(i) for i in range(len(self.rows))]
+        if self._txns is None or len(self._txns) != len(self):
+            self._txns = [self.txn(i) for i in range(len(self))]
         return self._txns
 
     @classmethod
@@ -211,7 +220,7 @@ class TxnRows:
         for t in txns:
             out.starts.append(t.start)
             out.reqs.append(t.req_clock)
-            out.rows.append(_row(t, protos, t.clocks))
+            out.flat.extend(_row(t, protos, t.clocks))
         return out
 
 
@@ -319,7 +328,7 @@ class Engine:
                             bus.free = end + 1
                             bus.starts.append(start)
                             bus.reqs.append(req)
-                            bus.rows.append(row)
+                            bus.flat.extend(row)
                             t = bus.phase + end * period
                         if t > until:
                             # not over in time: no log entry, and the generator never resumes
@@ -341,7 +350,7 @@ class Engine:
                                 break
                     elif op == "txn":
                         bus = cmd[1]
-                        value = len(bus.txn_rows.rows)
+                        value = len(bus.starts)
                         t = bus.grant_txn(cmd[2], now)
                     elif op == "sleep":
                         t = now + max(0, int(cmd[1]))
@@ -383,7 +392,7 @@ class BusModel:
         self.free = 0                     # first clock the next transaction may start at
         self.txn_rows = TxnRows()
         # (its lists, for the engine's inlined grant)
-        self.starts, self.reqs, self.rows = self.txn_rows.starts, self.txn_rows.reqs, self.txn_rows.rows
+        self.starts, self.reqs, self.flat = self.txn_rows.starts, self.txn_rows.reqs, self.txn_rows.flat
         self._protos: dict[tuple, tuple] = {}  # grant_txn's protos, one tuple per distinct one
         # Transactions must end (plus two idle clocks) inside the capture: none is truncated.
         self.limit = self.clock_at(limit_ps) - 3
@@ -419,7 +428,7 @@ class BusModel:
         rows = self.txn_rows
         rows.starts.append(start)
         rows.reqs.append(req)
-        rows.rows.append(row)
+        rows.flat.extend(row)
         return self.phase + end * self.period
 
     def grant_txn(self, txn: Txn, now: int) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from pcitrace.decode.facts import command_code
 from pcitrace.errors import PcitraceError
 from pcitrace.sim.bus import TxnSpec, is_read
-from pcitrace.sim.model import ROW_FIELDS, Txn, TxnRows, shape_key
+from pcitrace.sim.model import ROW_FIELDS, ROW_WIDTH, Txn, TxnRows, shape_key
 
 MASTERS = ("nic", "host", "other")
 MASTER_INDEX = {m: i for i, m in enumerate(MASTERS)}
@@ -221,14 +221,12 @@ def render_txns(txns: list[Txn] | TxnRows, parity: dict[int, int] | None = None,
     return B.render(specs, masters=MASTERS, **kw)
 
 
-_FIELD = {name: operator.itemgetter(j) for j, name in enumerate(ROW_FIELDS)}
+_FIELD = {name: j for j, name in enumerate(ROW_FIELDS)}
 
 
-def txn_column(rows: TxnRows, name: str):
-    """One field (ROW_FIELDS) over every transaction: an iterable (a C loop over the rows when
-    consumed; a field at a time is 2-3 times faster than transposing every row with zip(*rows),
-    and the unused fields cost nothing)."""
-    return map(_FIELD[name], rows.rows)
+def txn_column(rows: TxnRows, name: str) -> list:
+    """One field (ROW_FIELDS) over every transaction: a strided slice of the rows' flat list."""
+    return rows.flat[_FIELD[name]::ROW_WIDTH]
 
 
 def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_master, with_ad, tail, total_clocks,
