@@ -443,19 +443,25 @@ def iter_records(capture, profile=None, *, buses=None, chunk_clocks: int = DEFAU
             data_index += int(phases.sum())
         return out
 
-    while live:
-        k = min(live, key=lambda b: frontier[b])
-        try:
-            r, _, _ = next(gens[k])
-        except StopIteration:
-            live.discard(k)
-        else:
-            if len(r):
-                pending[k].append(r)
-                frontier[k] = int(r["start_ps"][-1])
-        out = emit(min(frontier[b] for b in live) if live else None)
-        if len(out):
-            yield out
+    # the buses advance together, so a .sr is inflated once for all of them (see decode_buses)
+    with capture.shared_reads() as shared:
+        started: set[int] = set()
+        while live:
+            k = min(live, key=lambda b: frontier[b])
+            try:
+                r, _, _ = next(gens[k])
+            except StopIteration:
+                live.discard(k)
+            else:
+                if len(r):
+                    pending[k].append(r)
+                    frontier[k] = int(r["start_ps"][-1])
+            started.add(k)
+            if len(started) == len(gens):
+                shared.seal()
+            out = emit(min(frontier[b] for b in live) if live else None)
+            if len(out):
+                yield out
 
 
 def _summary_only(capture, bus) -> BusSummary:

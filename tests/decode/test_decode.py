@@ -338,6 +338,13 @@ def test_buses_of_one_sr_are_read_once_for_all(monkeypatch):
     assert diff_records(want[0], got.records) == []
     assert np.array_equal(want[1], got.words) and np.array_equal(want[2], got.findings)
     assert 0 < shared < len(opened)                 # each member inflated once, not once per bus
+    # the streamed records (pcitrace decode -o) read it once for all buses too
+    from pcitrace.decode import iter_records
+
+    opened.clear()
+    streamed = np.concatenate(list(iter_records(cap, prof, buses=[b.name for b in prof.buses if b.is_pci],
+                                                chunk_clocks=4096)))
+    assert diff_records(got.records, streamed) == [] and len(opened) == shared
 
 
 @pytest.mark.parametrize("shared_bytes", [1, 1 << 30])
