@@ -310,7 +310,7 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     nd = int(t_P.sum())
     all_ad = np.zeros(nd, u64)
     nbytes = k_nbytes[kind_a]
-    datas = list(col_of("data"))
+    datas = col_of("data")
     offs = np.fromiter(col_of("data_off"), i64, n)
     _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad)
     del datas
