@@ -337,16 +337,23 @@ def test_chunking_at_every_boundary():
             assert sorted(map(tuple, f.tolist())) == sorted(map(tuple, f2.tolist())), (a, b)
 
 
-def test_transaction_open_for_many_chunks():
-    """FRAME# held for a long time (a stuck line, a probe off the bus): the open transaction waits
-    in the carry chunk after chunk, and the result is that of decoding it whole."""
-    n = 300_000
-    spec_sig, t = clocks(["", "F", "FI", ""])
+def long_transaction(n: int) -> dict[str, np.ndarray]:
+    """One transaction over almost all of n clocks (FRAME# held: a stuck line, a probe off the
+    bus), a data phase every other clock."""
+    spec_sig, _ = clocks(["", "F", "FI", ""])
     sig = {k: np.ones(n, np.uint8) for k in spec_sig}
     sig["frame_n"][1:n - 5] = 0
     sig["irdy_n"][2:n - 5] = 0
     sig["devsel_n"][3:n - 5] = 0
     sig["trdy_n"][3:n - 5:2] = 0
+    return sig
+
+
+def test_transaction_open_for_many_chunks():
+    """FRAME# held for a long time: the open transaction waits in the carry chunk after
+    chunk, and the result is that of decoding it whole."""
+    n = 300_000
+    sig = long_transaction(n)
     t = np.arange(n, dtype=np.int64) * P
     whole = decode_clocks(sig, t)[0]
     r2, _, _ = chunked(sig, t, list(range(1000, n, 1000)))
@@ -414,12 +421,7 @@ def test_times_computed_where_read_through_a_transaction_open_for_many_chunks():
     from pcitrace.capture.model import TimeBase
 
     n = 20_000
-    spec_sig, _ = clocks(["", "F", "FI", ""])
-    sig = {k: np.ones(n, np.uint8) for k in spec_sig}
-    sig["frame_n"][1:n - 5] = 0
-    sig["irdy_n"][2:n - 5] = 0
-    sig["devsel_n"][3:n - 5] = 0
-    sig["trdy_n"][3:n - 5:2] = 0
+    sig = long_transaction(n)
     tb = TimeBase.state(clock_hz=33_333_333.0)
     whole, w_whole, _, _ = decode_clocks(sig, tb.times_ps(0, n))
     carry, recs, words, waited = None, [], [], 0
