@@ -537,6 +537,22 @@ def read_sr(path) -> Capture:
 
 # -- writing -------------------------------------------------------------------------------
 
+def _byte_plan(lines: list[tuple[str, str, int]], unitsize: int) -> list[list[tuple[str, int, int, int]]]:
+    """Per sample byte: (source, first bit, bits, bit position in the byte) of each run of
+    its lines that come from one source in consecutive bits, so a vector's byte is moved
+    with one shift and mask instead of bit by bit."""
+    plan: list[list[tuple[str, int, int, int]]] = [[] for _ in range(unitsize)]
+    for pos, (_, src, bit) in enumerate(lines):
+        groups = plan[pos >> 3]
+        if groups:
+            g_src, g_bit, g_n, g_at = groups[-1]
+            if g_src == src and g_bit + g_n == bit and g_at + g_n == (pos & 7):
+                groups[-1] = (src, g_bit, g_n + 1, g_at)
+                continue
+        groups.append((src, bit, 1, pos & 7))
+    return plan
+
+
 def bit_channels(capture: Capture) -> list[tuple[str, str, int]]:
     """(sr channel name, source channel, bit) for every 1-bit line the .sr will hold."""
     out = []
@@ -629,14 +645,20 @@ def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES) ->
             zf.writestr(member("metadata"), "\n".join(meta))
             k = 0
             sources = sorted({src for _, src, _ in lines}, key=capture.channel_names.index)
+            plan = _byte_plan(lines, unitsize)
             for ch in capture.iter_chunks(sources, chunk_samples=per_chunk):
                 n = ch.length
-                packed = np.zeros((n, unitsize), dtype=np.uint8)
-                for pos, (_, src, bit) in enumerate(lines):
-                    arr = ch.data[src]
-                    b = ((arr >> arr.dtype.type(bit)) & arr.dtype.type(1)).astype(np.uint8) \
-                        if bit else (arr & arr.dtype.type(1)).astype(np.uint8)
-                    packed[:, pos >> 3] |= b << np.uint8(pos & 7)
+                packed = np.empty((n, unitsize), dtype=np.uint8)
+                for byte, groups in enumerate(plan):
+                    col = np.zeros(n, np.uint8)
+                    for src, bit, count, at in groups:
+                        arr = ch.data[src]
+                        t = arr.dtype.type
+                        part = (arr >> t(bit)) if bit else arr
+                        part = part & t((1 << count) - 1)
+                        # (a multiply: numpy vectorises it, not a left shift, on small ints)
+                        col |= (part * t(1 << at) if at else part).astype(np.uint8)
+                    packed[:, byte] = col
                 k += 1
                 with zf.open(member(f"logic-1-{k}"), "w", force_zip64=n * unitsize > (1 << 31)) as f:
                     f.write(packed.tobytes())
