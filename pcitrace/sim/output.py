@@ -8,7 +8,10 @@ period, with at least four samples per clock. CLK is high for the first half per
 the edge; the other signals change ``ceil(n/4)`` samples after the edge (n samples per clock),
 so the sample at the edge still shows the values of that clock (docs/records.md).
 
-Truth file (``NAME.truth.json``, format ``pcitrace-truth/1``; one JSON line per list item):
+Truth file (``NAME.truth.json``, format ``pcitrace-truth/1``; one JSON line per list item). In
+memory (``SimResult.truth``) its ``records``, ``frames`` and ``packets`` are sequences of dicts
+kept as columns and made into dicts when read (:class:`RecordList`, :class:`DictRows`: a long
+capture has hundreds of thousands); :func:`truth_json` writes them column by column.
 
 - ``scenario``, ``seed``, ``mode``, ``ad``, ``gnt``, ``duration_ps``, ``sample_period_ps``
   (timing: the sample period; state: the bus period), ``samples``;
