@@ -12,6 +12,7 @@ read by ``zipfile`` itself.
 
 from __future__ import annotations
 
+import lzma
 import struct
 import zipfile
 import zlib
@@ -26,7 +27,18 @@ except ImportError:   # pragma: no cover - the wheel is a dependency
 _LOCAL = struct.Struct("<4s5H3L2H")
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 _PIECE = 1 << 20            # compressed bytes handed to the inflater at a time
-ERRORS = (zipfile.BadZipFile, zlib.error, _inflate.error, EOFError, OSError)
+ERRORS = (zipfile.BadZipFile, zlib.error, _inflate.error, lzma.LZMAError, EOFError, OSError)
+_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+
+
+def check(info: zipfile.ZipInfo) -> None:
+    """A member zipfile cannot read (encrypted, or compressed some other way) as the same
+    error a damaged one gives, naming what is wrong."""
+    if info.flag_bits & 0x1:
+        raise zipfile.BadZipFile(f"member {info.filename!r} is encrypted")
+    if info.compress_type not in _METHODS:
+        raise zipfile.BadZipFile(f"member {info.filename!r} uses compression method {info.compress_type}, "
+                                 "which no sigrok program writes")
 
 
 class Member:
@@ -36,7 +48,8 @@ class Member:
     def __init__(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo):
         self._info = info
         self._plain = None
-        if info.flag_bits & 0x1 or info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        check(info)
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             self._plain = zf.open(info)
             return
         self._fp = open(zf.filename, "rb")

@@ -153,7 +153,12 @@ class SampleTimes:
         """The times of ``indices`` (0 = this range's first sample), into ``out`` if given (any
         int64 array of their shape, a record field say). ``ascending``: the caller knows the
         indices are sorted, so only the ends are checked."""
-        idx = np.asarray(indices, dtype=np.int64)
+        idx = np.asarray(indices)
+        if idx.dtype == bool:                 # a mask, as an array would read it
+            if idx.shape != (len(self),):
+                raise IndexError(f"a mask of {idx.shape} for {len(self)} samples")
+            idx = np.flatnonzero(idx)
+        idx = idx.astype(np.int64, copy=False)
         if idx.size:
             lo, hi = (idx.flat[0], idx.flat[-1]) if ascending else (idx.min(), idx.max())
             if lo < 0 or hi >= len(self):
@@ -242,12 +247,12 @@ class SharedReads:
 
 class Broadcast:
     """One iterator read by several consumers (``branch()``), each getting every item in
-    order; an item is kept until every consumer has it. Before ``seal()`` nothing is dropped
-    (consumers may still join); one that joins after an item was dropped reads everything
-    from an iterator of its own (``fresh()``). When more than ``max_items`` are held (one
-    consumer far behind the others), the one furthest behind is cut loose to an iterator of
-    its own, skipping what it already had: slower for it, but memory stays bounded. An
-    error of the shared iterator reaches every consumer."""
+    order; an item is kept until every consumer has it. Before ``seal()`` items are kept for
+    consumers that may still join, up to ``max_items``; one that joins after an item was
+    dropped reads everything from an iterator of its own (``fresh()``). When more than
+    ``max_items`` are held (one consumer far behind the others), the one furthest behind is
+    cut loose to an iterator of its own, skipping what it already had: slower for it, but
+    memory stays bounded. An error of the shared iterator reaches every consumer."""
 
     def __init__(self, it: Iterator, fresh: Callable[[], Iterator], max_items: int = 64):
         import collections
@@ -294,15 +299,28 @@ class Broadcast:
         except BaseException as exc:
             self._error = exc
             raise
-        while self._sealed and len(self._buf) > self._max:
-            # the reader that asked is the one furthest ahead: the laggards go
+        while len(self._buf) > self._max:
+            # the reader that asked is the one furthest ahead: the laggards go (also before
+            # the seal: a reader that has not started yet then gets a reader of its own)
             behind = min(range(len(self._pos)), key=lambda c: self._pos[c])
             if self._pos[behind] >= self._base + len(self._buf) - 1:
+                if not self._sealed:
+                    self._drop_unwanted()
                 break
             self._loose.add(behind)
             self._pos[behind] = float("inf")
-            self._trim()
+            if self._sealed:
+                self._trim()
+            else:
+                self._drop_unwanted()
         return True
+
+    def _drop_unwanted(self) -> None:
+        """Before the seal: drop what no reader that has started still needs."""
+        low = min(self._pos) if self._pos else self._base
+        while self._buf and self._base < low:
+            self._buf.popleft()
+            self._base += 1
 
     def _consume(self, k: int) -> Iterator:
         i = 0                               # the next item this consumer takes

@@ -36,6 +36,7 @@ import numpy as np
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture._zipread import ERRORS as ZIP_ERRORS
 from pcitrace.capture._zipread import Member
+from pcitrace.capture._zipread import check as zip_check
 from pcitrace.capture.clocked import rising_edges
 from pcitrace.capture.model import (CHANGES, EDGES, FLIPS, Broadcast, Capture, ChannelInfo, Chunk, LineCode,
                                     SharedReads, TimeBase)
@@ -108,9 +109,10 @@ def _read_small(zf: zipfile.ZipFile, path, name: str) -> bytes:
                             "should hold", path=path, where=f"zip member {name}",
                             fix="re-export the capture; the file is corrupt")
     try:
+        zip_check(info)
         with zf.open(info) as f:
             data = f.read(MAX_SMALL_MEMBER + 1)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+    except ZIP_ERRORS as exc:
         raise PcitraceError(f"member {name!r} is corrupt ({exc})", path=path,
                             where=f"zip member {name}",
                             fix="re-export or re-copy the capture; the file is damaged") from None
@@ -260,9 +262,10 @@ def _read_small_big(zf, path, name) -> bytes:
     info = zf.getinfo(name)
     _check_member_size(path, info)
     try:
+        zip_check(info)
         with zf.open(info) as f:
             return f.read(info.file_size + 1)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+    except ZIP_ERRORS as exc:
         raise PcitraceError(f"member {name!r} is corrupt ({exc})", path=path,
                             where=f"zip member {name}", fix="re-export the capture") from None
 

@@ -213,6 +213,8 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
         span.add(ch)
         empty_sig = {k: v[:0] for k, v in ch.sig.items()}
         r, w, f, carry = decode_clocks(ch.sig, ch.times, carry=carry, final=False, **opts)
+        if summary is not None:
+            summary["frontier_ps"] = _frontier(carry)
         yield r, w, f
         if progress is not None:
             progress(len(ch))
@@ -269,6 +271,15 @@ class _BusDecode:
 
     def result(self):
         return self.recs.array, self.words.array, self.finds.array, self.out["bus"]
+
+
+def _frontier(carry) -> int | None:
+    """No record the bus gives after this chunk starts before this time: the start of the
+    transaction still open, else the last clock decoded."""
+    t = carry.times_ps
+    if not len(t):
+        return None
+    return int(t[1 if carry.context else 0]) if carry.open else int(t[-1])
 
 
 def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
@@ -410,10 +421,14 @@ def iter_records(capture, profile=None, *, buses=None, chunk_clocks: int = DEFAU
     """
     capture, profile = _open(capture, profile)
     pci = [b for b in _select(profile, buses) if b.is_pci]
+    sums: list[dict] = [{} for _ in pci]
     gens = [iter_bus(capture, b, chunk_clocks=chunk_clocks, profile_name=profile.describe(),
-                     progress=progress) for b in pci]
+                     progress=progress, summary=sums[k]) for k, b in enumerate(pci)]
     pending: list[list[np.ndarray]] = [[] for _ in pci]
-    frontier = [-(1 << 62)] * len(pci)      # start_ps of the last record read from each bus
+    # the earliest start a bus's next record can have: its last record's start, or how far its
+    # clocks have gone (so a bus without transactions does not hold the others' records back
+    # nor run ahead of them)
+    frontier = [-(1 << 62)] * len(pci)
     live = set(range(len(pci)))
     data_index = 0
 
@@ -443,8 +458,10 @@ def iter_records(capture, profile=None, *, buses=None, chunk_clocks: int = DEFAU
             data_index += int(phases.sum())
         return out
 
+    from pcitrace.capture.model import SharedReads
+
     # the buses advance together, so a .sr is inflated once for all of them (see decode_buses)
-    with capture.shared_reads() as shared:
+    with capture.shared_reads() if len(gens) > 1 else SharedReads() as shared:
         started: set[int] = set()
         while live:
             k = min(live, key=lambda b: frontier[b])
@@ -455,7 +472,9 @@ def iter_records(capture, profile=None, *, buses=None, chunk_clocks: int = DEFAU
             else:
                 if len(r):
                     pending[k].append(r)
-                    frontier[k] = int(r["start_ps"][-1])
+                    frontier[k] = max(frontier[k], int(r["start_ps"][-1]))
+                if sums[k].get("frontier_ps") is not None:
+                    frontier[k] = max(frontier[k], sums[k]["frontier_ps"])
             started.add(k)
             if len(started) == len(gens):
                 shared.seal()

@@ -769,6 +769,7 @@ def _put_text(rec: np.ndarray, name: str, text: str) -> None:
 
 
 _ARANGE = np.arange(0, dtype=np.int64)
+_ARANGE_KEEP = 1 << 21        # the running count kept between calls: 16 MiB at most
 
 
 def _clocks_of(r: np.ndarray, rs: np.ndarray, rl: np.ndarray) -> np.ndarray:
@@ -779,13 +780,16 @@ def _clocks_of(r: np.ndarray, rs: np.ndarray, rl: np.ndarray) -> np.ndarray:
     lens = rl[r]
     total = int(lens.sum())
     if total > len(_ARANGE):
-        _ARANGE = np.arange(max(total, 2 * len(_ARANGE)), dtype=np.int64)
-        _ARANGE.flags.writeable = False
+        if total > _ARANGE_KEEP:          # (a transaction open over many chunks) not kept
+            count = np.arange(total, dtype=np.int64)
+        else:
+            _ARANGE = np.arange(min(max(total, 2 * len(_ARANGE)), _ARANGE_KEEP), dtype=np.int64)
+            _ARANGE.flags.writeable = False
     shift = rs[r]
     if len(r) > 1:
         shift[1:] -= np.cumsum(lens[:-1], dtype=np.int64)
     out = np.repeat(shift, lens)
-    out += _ARANGE[:total]
+    out += _ARANGE[:total] if total <= len(_ARANGE) else count
     return out
 
 

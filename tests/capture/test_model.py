@@ -61,3 +61,13 @@ def test_sample_times_into_a_record_field():
     assert rec["a"].tolist() == rec["b"].tolist() == [0] * 4
     with pytest.raises(IndexError):
         lazy.take(np.array([3, 100_000]), ascending=True)
+
+
+def test_sample_times_take_a_mask_as_an_array_does():
+    # found by review: a boolean mask was read as the indices 0 and 1
+    tb = TimeBase.state(clock_hz=1e6)
+    lazy, full = tb.lazy_times(0, 4), tb.times_ps(0, 4)
+    mask = np.array([False, False, True, True])
+    assert lazy[mask].tolist() == full[mask].tolist() == [2_000_000, 3_000_000]
+    with pytest.raises(IndexError):
+        lazy[np.array([True, False])]

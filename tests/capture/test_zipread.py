@@ -90,3 +90,41 @@ def test_other_methods_go_through_zipfile(tmp_path):
     zf = zipfile.ZipFile(path)
     with Member(zf, zf.getinfo("logic-1-1")) as m:
         assert m.read(20_000) == b"x" * 10_000
+
+
+@pytest.mark.parametrize("what", ["method 9", "encrypted", "lzma damaged"])
+def test_members_zipfile_cannot_read_are_capture_errors(tmp_path, what):
+    # found by review: these raised NotImplementedError, RuntimeError or LZMAError tracebacks
+    from pcitrace.capture import write_sr
+    from pcitrace.capture.model import Capture, TimeBase
+    from pcitrace.capture.sr import read_sr
+    from pcitrace.errors import PcitraceError
+
+    p = tmp_path / "c.sr"
+    write_sr(Capture.from_arrays({"L0": np.arange(5000, dtype=np.uint8) % 2}, TimeBase.timing(1e6)), p)
+    if what == "lzma damaged":
+        src = zipfile.ZipFile(p)
+        with zipfile.ZipFile(tmp_path / "x.sr", "w") as out:
+            for info in src.infolist():
+                data = src.read(info)
+                method = zipfile.ZIP_LZMA if info.filename == "logic-1-1" else zipfile.ZIP_DEFLATED
+                out.writestr(info.filename, data, compress_type=method)
+        raw = bytearray((tmp_path / "x.sr").read_bytes())
+        info = zipfile.ZipFile(tmp_path / "x.sr").getinfo("logic-1-1")
+        at = info.header_offset + 30 + len(info.filename) + 20
+        raw[at:at + 8] = b"\xff" * 8
+        p.write_bytes(bytes(raw))
+    else:
+        raw = bytearray(p.read_bytes())
+        info = zipfile.ZipFile(p).getinfo("logic-1-1")
+        central = [i for i in range(len(raw)) if raw[i:i + 4] == b"PK\x01\x02"
+                   and raw[i + 46:i + 46 + 9] == b"logic-1-1"][0]
+        if what == "method 9":
+            raw[info.header_offset + 8:info.header_offset + 10] = (9).to_bytes(2, "little")
+            raw[central + 10:central + 12] = (9).to_bytes(2, "little")
+        else:
+            raw[info.header_offset + 6] |= 1
+            raw[central + 8] |= 1
+        p.write_bytes(bytes(raw))
+    with pytest.raises(PcitraceError, match="logic-1-1"):
+        read_sr(p).read(["L0"])

@@ -435,3 +435,18 @@ def test_times_computed_where_read_through_a_transaction_open_for_many_chunks():
     recs.append(r), words.append(w)
     assert diff_records(whole, np.concatenate(recs)) == [] and len(whole) == 1
     assert np.array_equal(w_whole, np.concatenate(words))
+
+
+def test_data_phase_clocks_beyond_the_kept_running_count(monkeypatch):
+    # a chunk with more data phases than the running count kept between calls (a transaction
+    # open over many chunks) takes a count of its own and decodes the same
+    import pcitrace.decode.engine as engine
+
+    rng = np.random.default_rng(8)
+    sig, t = random_bus(rng, 5000, ad=True, cbe=True, par=False, w64=False, gnt=False, busy=0.8)
+    want = decode_clocks(sig, t)
+    monkeypatch.setattr(engine, "_ARANGE_KEEP", 16)
+    monkeypatch.setattr(engine, "_ARANGE", np.arange(0, dtype=np.int64))
+    got = decode_clocks(sig, t)
+    assert len(want[1]) > 1000 and len(engine._ARANGE) <= 16
+    assert diff_records(want[0], got[0]) == [] and np.array_equal(want[1], got[1])
