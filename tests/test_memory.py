@@ -17,10 +17,20 @@ from pcitrace._memory import keep_freed_memory
 from pcitrace.decode.engine import decode_clocks
 if sys.argv[1] == "on":
     assert keep_freed_memory() is True and keep_freed_memory() is True
+# legal bursts of random lengths (random lines would make a finding, a Python string,
+# every few clocks: then Python's own allocator, not numpy's temporaries, decides the count)
 rng = np.random.default_rng(1)
 n = 1 << 21
-sig = {k: (rng.random(n // 8) < 0.5).astype(np.uint8).repeat(8) for k in
-       ("frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n")}
+sig = {k: np.ones(n, np.uint8) for k in ("frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n")}
+c = 0
+for phases in rng.integers(1, 40, n // 24):
+    if c + phases + 8 > n:
+        break
+    sig["frame_n"][c:c + phases + 1] = 0      # address phase, then FRAME# until the last phase
+    sig["irdy_n"][c + 1:c + phases + 2] = 0
+    sig["devsel_n"][c + 1:c + phases + 2] = 0
+    sig["trdy_n"][c + 1:c + phases + 2] = 0
+    c += phases + 2 + int(rng.integers(1, 6))
 t = np.arange(n, dtype=np.int64) * 15000
 def once():
     carry = None
