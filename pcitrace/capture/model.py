@@ -392,24 +392,34 @@ class Capture:
     def from_arrays(cls, arrays: dict[str, np.ndarray], timebase: TimeBase,
                     widths: dict[str, int] | None = None, metadata: dict | None = None,
                     path: str | None = None) -> "Capture":
-        """An in-memory capture. 1-bit arrays become uint8, vectors uint64."""
+        """An in-memory capture. 1-bit arrays become uint8. A vector stays in the unsigned
+        type it comes in where that holds its width (an 8-bit C/BE# as uint8: an eighth of the
+        memory over millions of clocks), else becomes uint64; chunks give it as uint64."""
         widths = dict(widths or {})
         chans, data = [], {}
         n = None
         for name, arr in arrays.items():
             arr = np.asarray(arr)
             w = widths.get(name, 1)
-            data[name] = arr.astype(np.uint8 if w == 1 else np.uint64, copy=False)
+            if w == 1:
+                data[name] = arr.astype(np.uint8, copy=False)
+            elif arr.dtype.kind == "u" and arr.dtype.itemsize * 8 >= w:
+                data[name] = arr
+            else:
+                data[name] = arr.astype(np.uint64, copy=False)
             chans.append(ChannelInfo(name, w))
             if n is None:
                 n = len(arr)
             elif len(arr) != n:
                 raise ValueError(f"channel {name} has {len(arr)} samples, expected {n}")
 
+        narrow = {c.name for c in chans if c.width > 1 and data[c.name].dtype != np.uint64}
+
         def source(names, start, stop, chunk):
             for s in range(start, stop, chunk):
                 e = min(stop, s + chunk)
-                yield Chunk(s, {k: data[k][s:e] for k in names})
+                yield Chunk(s, {k: data[k][s:e].astype(np.uint64) if k in narrow else data[k][s:e]
+                                for k in names})
 
         return cls(chans, timebase, n or 0, source, metadata, path)
 

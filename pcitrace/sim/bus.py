@@ -286,8 +286,6 @@ def _parity(ad: np.ndarray, cbe: np.ndarray, hi: bool, out: np.ndarray) -> np.nd
     halves = np.ascontiguousarray(ad, dtype=np.uint64).view(np.uint32)
     half = int(hi) if np.little_endian else 1 - int(hi)
     np.bitwise_count(halves[half::2], out=out)
-    if cbe.dtype != np.uint8:           # (a lean rendering's uint64 C/BE#: its low bytes)
-        cbe = cbe.view(np.uint8)[0 if np.little_endian else 7::8]
     c = np.bitwise_and(cbe, np.uint8(0xF0 if hi else 0x0F))
     out ^= np.bitwise_count(c, out=c)
     out &= 1
@@ -649,8 +647,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     the entry of the bus before anything (0 / 0xFF). ``lean``: what a capture needs only - no
     words table (``words`` is empty), REQ#/GNT# only of ``gnt_master`` (no ``req_n:NAME`` /
     ``gnt_n:NAME`` lines), and the records as :class:`RecordColumns` (the caller writes them
-    into its merged record array), and C/BE# as uint64 (the capture's type for vectors): at
-    tens of millions of clocks the rest is hundreds of MB."""
+    into its merged record array): at tens of millions of clocks the rest is hundreds of MB."""
     pcix = mode == "pcix"
     table = command_table(mode)
     names = {c: table[c][0] for c in range(16)}
@@ -789,10 +786,6 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
     val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
     val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
-    if lean:
-        # a capture holds vector channels as uint64: C/BE# drawn in it straight away (no uint8
-        # line and a converted copy of it)
-        val_be = val_be.astype(np.uint64)
     # Every clock first shows the value its run starts with; then the clocks of stepping runs
     # get theirs: data phases by one scatter (the k-th data clock carries word k), multi-clock
     # headers (DAC, PCI-X attribute) by index. No per-clock word index array: at tens of

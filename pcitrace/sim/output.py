@@ -296,10 +296,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
                 arrays[ch] = np.tile(clk_period, -(-nsamples // n))[:nsamples]
                 continue
             v = rb.signals[s][:K]
-            if s in ("ad", "cbe_n"):
-                # vector channels are uint64 in a Capture: convert per clock, before the
-                # per-sample copy, so Capture.from_arrays has nothing left to convert
-                v = v.astype(np.uint64, copy=False)
+            # (a Capture keeps a vector in the unsigned type it holds: C/BE# stays uint8)
             arrays[ch] = spread(v) if timing else v
             for line, g_clock in glitches:
                 if line == s:
