@@ -71,3 +71,20 @@ def test_sample_times_take_a_mask_as_an_array_does():
     assert lazy[mask].tolist() == full[mask].tolist() == [2_000_000, 3_000_000]
     with pytest.raises(IndexError):
         lazy[np.array([True, False])]
+
+
+def test_in_memory_vectors_keep_their_narrow_type_and_read_as_uint64():
+    from pcitrace.capture.model import Capture
+
+    be = np.array([0x0F, 0xF0, 0xFF, 0x00], np.uint8)
+    ad = np.array([1, 2, 3, 1 << 40], np.uint64)
+    wide = np.array([1, 2, 3, 4], np.int32)                  # signed: converted
+    cap = Capture.from_arrays({"BE": be, "AD": ad, "W": wide}, TimeBase.state(clock_hz=1e6),
+                              widths={"BE": 8, "AD": 64, "W": 16})
+    chunks = list(cap.iter_chunks(["BE", "AD", "W"], chunk_samples=3))
+    assert all(c["BE"].dtype == c["AD"].dtype == c["W"].dtype == np.uint64 for c in chunks)
+    assert np.concatenate([c["BE"] for c in chunks]).tolist() == be.tolist()
+    assert np.concatenate([c["AD"] for c in chunks]).tolist() == ad.tolist()
+    assert cap.read(["W"])["W"].tolist() == [1, 2, 3, 4]
+    with pytest.raises(ValueError):
+        Capture.from_arrays({"BE": be, "AD": ad[:2]}, TimeBase.state(clock_hz=1e6), widths={"BE": 8, "AD": 64})
