@@ -311,22 +311,30 @@ def _sequential(cap, prof):
     return merge_buses([p[:3] for p in parts])
 
 
-def test_buses_of_one_sr_are_read_once_for_all(monkeypatch):
-    # decode_capture drives the buses side by side and the .sr inflates each block once for
-    # both; the records are those of decoding the buses one after the other
-    from pathlib import Path
-
+@pytest.fixture
+def members_opened(monkeypatch) -> list[str]:
+    """The .sr sample members opened (inflated) from now on, in order."""
     import pcitrace.capture._zipread as zr
-    from pcitrace.capture import open_capture
-    from pcitrace.capture.profile import resolve_profile
 
-    opened = []
+    opened: list[str] = []
     real_init = zr.Member.__init__
 
     def counting(self, zf, info):
         opened.append(info.filename)
         real_init(self, zf, info)
     monkeypatch.setattr(zr.Member, "__init__", counting)
+    return opened
+
+
+def test_buses_of_one_sr_are_read_once_for_all(members_opened):
+    # decode_capture drives the buses side by side and the .sr inflates each block once for
+    # both; the records are those of decoding the buses one after the other
+    from pathlib import Path
+
+    from pcitrace.capture import open_capture
+    from pcitrace.capture.profile import resolve_profile
+
+    opened = members_opened
     path = Path(__file__).resolve().parents[2] / "samples" / "pro1000_66mhz.sr"
     cap = open_capture(path)
     prof = resolve_profile(cap, None)
@@ -384,10 +392,9 @@ def test_buses_at_different_speeds_and_a_stopped_clock_decode_as_one_by_one(tmp_
     assert np.array_equal(want[1], got.words) and np.array_equal(want[2], got.findings)
 
 
-def test_streamed_buses_advance_together_when_one_has_no_transactions(tmp_path, monkeypatch):
+def test_streamed_buses_advance_together_when_one_has_no_transactions(tmp_path, monkeypatch, members_opened):
     # Found by review: iter_records stepped the bus furthest behind in records, so a bus with
     # no transactions ran to the end first and the other read the capture a second time.
-    import pcitrace.capture._zipread as zr
     import pcitrace.capture.sr as sr
     from pcitrace.capture import open_capture
     from pcitrace.decode import iter_records
@@ -401,13 +408,7 @@ def test_streamed_buses_advance_together_when_one_has_no_transactions(tmp_path, 
     write_sr(Capture.from_arrays(arrays, TimeBase.state(clock_hz=66e6)), tmp_path / "s.sr", chunk_bytes=8192)
     buses = [BusProfile(nm, "pci", signals={k: f"{nm}.{k}" for k in sig}) for nm in ("A", "B")]
     prof = Profile(buses, source="t")
-    opened = []
-    real_init = zr.Member.__init__
-
-    def counting(self, zf, info):
-        opened.append(info.filename)
-        real_init(self, zf, info)
-    monkeypatch.setattr(zr.Member, "__init__", counting)
+    opened = members_opened
     cap = open_capture(tmp_path / "s.sr")
     streamed = list(iter_records(cap, prof, chunk_clocks=1024))
     assert len(opened) == len(set(opened))                  # every member inflated once
