@@ -270,8 +270,10 @@ class Broadcast:
         self._sealed = True
         self._trim()
 
-    def _trim(self) -> None:
-        if not self._sealed or not self._pos:
+    def _trim(self, force: bool = False) -> None:
+        """Drop what no reader that has started still needs: once sealed, or (``force``)
+        when too much is held before it."""
+        if not (self._sealed or force) or not self._pos:
             return
         low = min(self._pos)
         while self._buf and self._base < low:
@@ -304,23 +306,12 @@ class Broadcast:
             # the seal: a reader that has not started yet then gets a reader of its own)
             behind = min(range(len(self._pos)), key=lambda c: self._pos[c])
             if self._pos[behind] >= self._base + len(self._buf) - 1:
-                if not self._sealed:
-                    self._drop_unwanted()
+                self._trim(force=True)
                 break
             self._loose.add(behind)
             self._pos[behind] = float("inf")
-            if self._sealed:
-                self._trim()
-            else:
-                self._drop_unwanted()
+            self._trim(force=True)
         return True
-
-    def _drop_unwanted(self) -> None:
-        """Before the seal: drop what no reader that has started still needs."""
-        low = min(self._pos) if self._pos else self._base
-        while self._buf and self._base < low:
-            self._buf.popleft()
-            self._base += 1
 
     def _consume(self, k: int) -> Iterator:
         i = 0                               # the next item this consumer takes

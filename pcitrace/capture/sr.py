@@ -460,6 +460,8 @@ def read_sr(path) -> Capture:
         return b.branch()
 
     class Shared(SharedReads):
+        own = False                       # this context opened the session
+
         def __enter__(self):
             nonlocal session
             if session is None:           # one session at a time; a nested one shares nothing
@@ -468,14 +470,14 @@ def read_sr(path) -> Capture:
             return self
 
         def seal(self):
-            if getattr(self, "own", False):
+            if self.own:
                 session["sealed"] = True
                 for b in session["streams"].values():
                     b.seal()
 
         def close(self):
             nonlocal session
-            if getattr(self, "own", False):
+            if self.own:
                 session, self.own = None, False
 
     def source(names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:

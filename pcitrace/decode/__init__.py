@@ -285,10 +285,8 @@ def _frontier(carry) -> int | None:
 def decode_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
                profile_name: str = "profile", progress: Callable[[int], None] | None = None):
     """Fast-decode one PCI bus of a capture: (records, words, findings, BusSummary)."""
-    d = _BusDecode(capture, bus, chunk_clocks=chunk_clocks, profile_name=profile_name, progress=progress)
-    while d.step():
-        pass
-    return d.result()
+    return decode_buses(capture, [bus], chunk_clocks=chunk_clocks, profile_name=profile_name,
+                        progress=progress)[0]
 
 
 def decode_buses(capture, buses, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS,
