@@ -11,8 +11,8 @@ slow one is visible, then clocks/s and the ratio to the target, by wall time and
 touch of fresh memory pages, which this kind of VM makes expensive).
 
 ``--reference N`` also times, in the same run, N clocks through the reference paths the fast ones
-are tested against (numpy's Generator for the model's draws, TxnSpec objects and ``render`` for
-the buses) and the fast paths on the same N clocks, and prints the ratio.
+are tested against (numpy's Generator for the model's draws, the Python event engine for the
+compiled one, TxnSpec objects and ``render`` for the buses) and the fast paths on the same N clocks, and prints the ratio.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ def main() -> int:
             total += time.perf_counter() - t
             stages["write .sr"] = time.process_time() - c
             cpu += stages["write .sr"]
+    import pcitrace.sim.model as model
+    print(f"event engine: {'compiled' if model.Model.engine is model.FastEngine else 'Python (the compiled one is not built)'}")
     print(f"{clocks:,} clocks per bus x {len(sc.buses)} buses, {len(result.truth['records']):,} transactions, "
           f"{result.capture.num_samples:,} samples ({args.mode} mode)")
     for k, v in stages.items():
@@ -127,13 +129,14 @@ def reference_ratio(sc, duration_us: float) -> tuple[float, float]:
     def irregular(*a, **k):
         raise specs._Irregular
 
-    model.Model.draws, specs._render_columns = model.NumpyDraws, irregular
+    engine = model.Model.engine
+    model.Model.draws, model.Model.engine, specs._render_columns = model.NumpyDraws, model.Engine, irregular
     try:
         t = time.process_time()
         ref = out.simulate(sc)
         t_ref = time.process_time() - t
     finally:
-        model.Model.draws, specs._render_columns = model.Draws, columns
+        model.Model.draws, model.Model.engine, specs._render_columns = model.Draws, engine, columns
     t = time.process_time()
     fast = out.simulate(sc)
     t_fast = time.process_time() - t

@@ -254,7 +254,9 @@ class _Gap:
 
 
 class Engine:
-    """A tiny generator-based discrete-event engine; times in integer picoseconds.
+    """A tiny generator-based discrete-event engine; times in integer picoseconds. The
+    reference for the compiled engine (:data:`FastEngine`, pcitrace/sim/_engine.c), which the
+    model runs when it was built: the same schedule, ties included (tests/sim/test_engine.py).
 
     A generator yields commands: ("txn", bus, Txn) asks for a transaction and resumes at its end
     with its index in the bus's rows; ("row", bus, row, log) does the same for a row and appends
@@ -281,6 +283,10 @@ class Engine:
             self.at(self.now, q.waiters.popleft(), item)
         else:
             q.items.append(item)
+
+    def pending(self) -> list[tuple[int, int]]:
+        """(time, sequence number) of the entries not run yet, in the order they would run."""
+        return sorted((t, seq) for t, seq, _, _ in self._heap)
 
     def run(self, until: int):
         """Resume the due generators in time order (ties in the order they were scheduled)
@@ -378,6 +384,12 @@ class Engine:
                     break
         finally:
             self._until = -1
+
+
+try:
+    from pcitrace.sim._engine import Engine as FastEngine
+except ImportError:         # not built (no C compiler at install): Engine, the same schedule, slower
+    FastEngine = None
 
 
 class BusModel:
@@ -582,11 +594,12 @@ class NumpyDraws:
 
 class Model:
     draws = Draws               # the random draws' source (NumpyDraws: the reference)
+    engine = FastEngine or Engine   # the event engine (Engine: the reference)
 
     def __init__(self, sc: Scenario, length: Callable[[Txn], int] = default_length):
         self.sc = sc
         self.rng = self.draws(sc.seed)
-        self.eng = Engine()
+        self.eng = self.engine()
         self.duration_ps = int(round(sc.duration_us * 1e6))
         by_pc = {b.pc: b for b in sc.buses}
         self.buses: dict[str, BusModel] = {}

@@ -127,6 +127,24 @@ def test_fast_draws_simulate_what_numpy_draws_do(p):
     _same_simulation(fast, ref)
 
 
+@settings(max_examples=6, deadline=None)
+@given(p=SCENARIOS)
+def test_compiled_engine_simulates_what_the_python_engine_does(p):
+    from pcitrace.sim import model
+    from pcitrace.sim.output import simulate
+
+    assert model.Model.engine is model.FastEngine is not None
+    sc = _scenario(p)
+    fast = simulate(sc)
+    model.Model.engine = model.Engine
+    try:
+        ref = simulate(sc)
+    finally:
+        model.Model.engine = model.FastEngine
+    assert len(fast.truth["records"]) > 50
+    _same_simulation(fast, ref)
+
+
 @settings(max_examples=8, deadline=None)
 @given(p=SCENARIOS)
 def test_column_renderer_draws_what_the_txnspec_path_draws(p):
