@@ -534,3 +534,180 @@ def test_timing_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, 
         for k in set(a.sig) - {"code"}:
             assert a.sig[k].dtype == b.sig[k].dtype, k
             np.testing.assert_array_equal(a.sig[k], b.sig[k], err_msg=k)
+
+
+# -- the threaded writer ------------------------------------------------------------------------
+
+def _layout_arrays(rng, n):
+    """Channels of mixed types as a source may give them, with bits above each width set."""
+    kinds = [(np.uint8, 1), (np.bool_, 1), (np.uint8, 8), (np.uint8, 5), (np.int16, 12), (np.dtype(">u4"), 32),
+             (np.uint32, 17), (np.uint64, 64), (np.uint64, 33), (np.int64, 64), (np.uint16, 16)]
+    arrays, widths = {}, {}
+    for k in range(int(rng.integers(1, 12))):
+        dt, w = kinds[int(rng.integers(0, len(kinds)))]
+        dt = np.dtype(dt)
+        if dt.kind == "b":
+            a = rng.random(n) < 0.5
+        else:
+            a = rng.integers(0, 256, (n, dt.itemsize), dtype=np.uint8).view(dt).reshape(n)
+        name = f"c{k}_"
+        arrays[name] = a
+        widths[name] = w
+    return arrays, widths
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300))
+def test_packer_equals_the_byte_by_byte_reference(seed, n):
+    from pcitrace.capture.sr import _byte_plan, _pack_reference, _Packer
+
+    rng = np.random.default_rng(seed)
+    arrays, widths = _layout_arrays(rng, n)
+    lines = [(f"{src}{i}", src, i) for src, w in widths.items() for i in range(w)]
+    if rng.random() < 0.3:        # channels in any order (probes chosen by hand)
+        lines = [lines[i] for i in rng.permutation(len(lines))]
+    unitsize = (len(lines) + 7) // 8
+    if rng.random() < 0.3:        # chunks are views into longer arrays
+        arrays = {k: np.concatenate([v, v])[::2] for k, v in arrays.items()}
+    got = _Packer(lines, unitsize)(arrays, n)
+    want = _pack_reference(_byte_plan(lines, unitsize), arrays, n, unitsize)
+    assert got.shape == (n, unitsize) and got.dtype == np.uint8
+    np.testing.assert_array_equal(got, want)
+    # and what that means: line p of the sample is bit `bit` of its source
+    bits = np.unpackbits(got, axis=1, bitorder="little")
+    for p, (_, src, bit) in enumerate(lines[:20]):
+        a = arrays[src]
+        a = a.view(np.uint8) if a.dtype.kind == "b" else a.astype(a.dtype.newbyteorder("=")).view(f"u{a.dtype.itemsize}")
+        np.testing.assert_array_equal(bits[:, p], (a >> bit) & 1)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cap=captures(max_samples=3000), chunk=st.integers(1, 2000))
+def test_fast_and_reference_writers_store_the_same_members(tmp_path, cap, chunk):
+    write_sr(cap, tmp_path / "fast.sr", chunk_bytes=chunk)
+    write_sr(cap, tmp_path / "ref.sr", chunk_bytes=chunk, reference=True)
+    with zipfile.ZipFile(tmp_path / "fast.sr") as f, zipfile.ZipFile(tmp_path / "ref.sr") as r:
+        assert f.testzip() is None
+        assert f.namelist() == r.namelist()
+        for name in r.namelist():
+            assert f.read(name) == r.read(name), name
+
+
+def _multi_chunk_capture(n=20_000):
+    rng = np.random.default_rng(5)
+    arrays = {"FRAME#": (np.cumsum(rng.random(n) < 0.1) & 1).astype(np.uint8),
+              "AD": rng.integers(0, 2**63, n, dtype=np.uint64),
+              "CBE#": rng.integers(0, 16, n, dtype=np.uint8), "PAR": rng.integers(0, 2, n, dtype=np.uint8)}
+    return Capture.from_arrays(arrays, TimeBase.state(clock_hz=66e6), widths={"AD": 64, "CBE#": 4})
+
+
+def test_the_threads_do_not_change_the_bytes(tmp_path, monkeypatch):
+    from pcitrace.capture import sr
+
+    cap = _multi_chunk_capture()
+    sizes = {}
+    for workers in (1, 2, 4):
+        monkeypatch.setattr(sr, "_workers", lambda w=workers: w)
+        write_sr(cap, tmp_path / f"w{workers}.sr", chunk_bytes=3000)
+        sizes[workers] = (tmp_path / f"w{workers}.sr").read_bytes()
+    assert sizes[1] == sizes[2] == sizes[4]
+    with zipfile.ZipFile(tmp_path / "w1.sr") as zf:
+        assert sum(n.startswith("logic-1-") for n in zf.namelist()) == -(-20_000 // (3000 // 9))   # 70 lines: 9 bytes a sample
+
+
+def test_chunks_held_while_writing_are_bounded(tmp_path, monkeypatch):
+    """The source runs ahead of the file by at most a few chunks (memory stays bounded)."""
+    from pcitrace.capture import _zipwrite, sr
+
+    cap = _multi_chunk_capture()
+    written, ahead = [0], []
+    real_add = _zipwrite.ZipWriter.add_deflated
+
+    def add_deflated(self, name, *a):
+        written[0] += name.startswith("logic-1-")
+        return real_add(self, name, *a)
+
+    src = cap._source
+
+    def source(names, start, stop, chunk):
+        for k, ch in enumerate(src(names, start, stop, chunk)):
+            ahead.append(k - written[0])
+            yield ch
+
+    monkeypatch.setattr(_zipwrite.ZipWriter, "add_deflated", add_deflated)
+    monkeypatch.setattr(sr, "_workers", lambda: 2)
+    slow = Capture(cap.channels, cap.timebase, cap.num_samples, source, cap.metadata)
+    write_sr(slow, tmp_path / "b.sr", chunk_bytes=1000)
+    assert len(ahead) == -(-20_000 // (1000 // 9)) and max(ahead) <= 2 * 2 + 1
+
+
+def test_a_failing_worker_leaves_nothing(tmp_path, monkeypatch):
+    import threading
+
+    from pcitrace.capture import sr
+
+    calls = [0]
+    real = sr.deflate
+
+    def deflate(data):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise MemoryError("no room for the deflate stream")
+        return real(data)
+
+    monkeypatch.setattr(sr, "deflate", deflate)
+    target = tmp_path / "keep.sr"
+    target.write_bytes(b"old")
+    with pytest.raises(MemoryError):
+        write_sr(_multi_chunk_capture(), target, chunk_bytes=2000)
+    assert target.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["keep.sr"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("pcitrace-write-sr")]
+
+
+def test_a_full_disk_is_an_error_naming_the_file(tmp_path):
+    import resource
+
+    cap = _multi_chunk_capture()
+    target = tmp_path / "big.sr"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    # Python ignores SIGXFSZ: a write past the limit fails with EFBIG, as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, hard))
+    try:
+        with pytest.raises(PcitraceError) as err:
+            write_sr(cap, target)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    msg = str(err.value)
+    assert str(target) in msg and "cannot write" in msg and "Fix:" in msg
+    assert os.listdir(tmp_path) == []
+
+
+def test_forced_zip64_reads_back(tmp_path):
+    cap = _multi_chunk_capture(3000)
+    write_sr(cap, tmp_path / "z.sr", chunk_bytes=5000, force_zip64=True)
+    with zipfile.ZipFile(tmp_path / "z.sr") as zf:
+        assert zf.testzip() is None
+        assert all(i.extract_version == 45 for i in zf.infolist())
+    back = open_capture(tmp_path / "z.sr")
+    assert back.num_samples == 3000
+    want, got = bit_columns(cap), back.read()
+    assert list(got) == list(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+@pytest.mark.sigrok
+@pytest.mark.parametrize("force_zip64", [False, True])
+def test_sigrok_cli_reads_many_members_and_zip64(tmp_path, sigrok_cli, force_zip64):
+    rng = np.random.default_rng(11)
+    n = 900
+    arrays = {"FRAME#": rng.integers(0, 2, n, dtype=np.uint8), "AD": rng.integers(0, 2**32, n, dtype=np.uint64),
+              "PAR": rng.integers(0, 2, n, dtype=np.uint8)}
+    cap = Capture.from_arrays(arrays, TimeBase.timing(10e6), widths={"AD": 32})
+    write_sr(cap, tmp_path / "m.sr", chunk_bytes=500, force_zip64=force_zip64)
+    got = sigrok_bits(sigrok_cli, tmp_path / "m.sr")
+    want = bit_columns(cap)
+    assert [nm for nm, _ in got] == list(want)
+    for name, bits in got:
+        assert np.array_equal(bits, want[name]), name
