@@ -35,10 +35,16 @@ typedef struct {
 } EngineObject;
 
 static PyObject *s_period, *s_phase, *s_free, *s_limit, *s_starts, *s_reqs, *s_flat, *s_append,
-    *s_items, *s_waiters, *s_popleft, *s_grant_txn;
+    *s_extend, *s_items, *s_waiters, *s_popleft, *s_grant_txn;
 static PyObject *s_row, *s_rowgap, *s_txn, *s_sleep, *s_until, *s_get;
 
 static const long long NEVER = 1LL << 62;   /* model.NEVER: a time no process reaches */
+
+/* Times are C long longs; the Python engine's are unbounded ints. A time past LLONG_MAX (a sleep
+ * of 1e13 us, which the scenario allows, or one that ends past it) is kept as LLONG_MAX, and
+ * run() takes horizons below it only: such entries never come due, as in the Python engine (only
+ * pending() shows them clamped). Wrapping round instead would resume them in the past. */
+static const long long TIME_MAX = LLONG_MAX;
 
 /* -- the heap --------------------------------------------------------------------------- */
 
@@ -109,6 +115,34 @@ static int as_ll(PyObject *obj, long long *out)
     *out = PyLong_AsLongLong(i);
     Py_DECREF(i);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* int(obj) as a time: saturated to [LLONG_MIN, LLONG_MAX] (see TIME_MAX) */
+static int as_time(PyObject *obj, long long *out)
+{
+    PyObject *i = PyNumber_Long(obj);
+    if (i == NULL)
+        return -1;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (overflow)
+        *out = overflow > 0 ? LLONG_MAX : LLONG_MIN;
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static inline long long add_time(long long a, long long b)
+{
+    long long r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? LLONG_MAX : LLONG_MIN;
+    return r;
+}
+
+static int range_error(void)
+{
+    PyErr_SetString(PyExc_OverflowError, "bus time out of the compiled engine's range (C long long)");
+    return -1;
 }
 
 static int attr_ll(PyObject *obj, PyObject *name, long long *out)
@@ -225,7 +259,7 @@ static PyObject *Engine_at(EngineObject *self, PyObject *args, PyObject *kwds)
     long long t;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O:at", kwlist, &t_obj, &gen, &value))
         return NULL;
-    if (as_ll(t_obj, &t) < 0)
+    if (as_time(t_obj, &t) < 0)
         return NULL;
     Py_INCREF(gen);
     Py_INCREF(value);
@@ -241,7 +275,7 @@ static PyObject *Engine_spawn(EngineObject *self, PyObject *args, PyObject *kwds
     long long t = self->now;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:spawn", kwlist, &gen, &t_obj))
         return NULL;
-    if (t_obj != Py_None && as_ll(t_obj, &t) < 0)
+    if (t_obj != Py_None && as_time(t_obj, &t) < 0)
         return NULL;
     Py_INCREF(gen);
     Py_INCREF(Py_None);
@@ -316,10 +350,16 @@ static int grant_row(PyObject *bus, PyObject *row, long long now, long long *t_e
         PyErr_SetString(PyExc_ZeroDivisionError, "integer division or modulo by zero");
         return -1;
     }
-    long long req = -floordiv(phase - now, period);
+    long long diff, req;
+    if (__builtin_sub_overflow(phase, now, &diff) || (diff == LLONG_MIN && period == -1))
+        return range_error();
+    req = floordiv(diff, period);
+    req = req == LLONG_MIN ? LLONG_MAX : -req;     /* (clamped below anyway when negative) */
     if (req < 0)
         req = 0;
-    long long start = req + 2;          /* REQ# -> GNT# -> address phase */
+    long long start;
+    if (__builtin_add_overflow(req, 2, &start))     /* REQ# -> GNT# -> address phase */
+        return range_error();
     if (start < free_)
         start = free_;
     PyObject *proto = item_of(row, 0);
@@ -333,7 +373,9 @@ static int grant_row(PyObject *bus, PyObject *row, long long now, long long *t_e
     Py_DECREF(c);
     if (r < 0)
         return -1;
-    long long end = start + clocks;
+    long long end, t, limit1;
+    if (__builtin_add_overflow(start, clocks, &end))
+        return range_error();
     PyObject *starts = PyObject_GetAttr(bus, s_starts);
     if (starts == NULL)
         return -1;
@@ -346,9 +388,17 @@ static int grant_row(PyObject *bus, PyObject *row, long long now, long long *t_e
     if (end > limit) {
         Py_DECREF(starts);
         *t_end = NEVER;
-        return set_attr_ll(bus, s_free, free_ > limit + 1 ? free_ : limit + 1);
+        if (__builtin_add_overflow(limit, 1, &limit1))
+            return range_error();
+        return set_attr_ll(bus, s_free, free_ > limit1 ? free_ : limit1);
     }
-    if (set_attr_ll(bus, s_free, end + 1) < 0 || append_ll(starts, start) < 0) {
+    long long end1;
+    if (__builtin_add_overflow(end, 1, &end1) || __builtin_mul_overflow(end, period, &t)
+        || __builtin_add_overflow(phase, t, &t)) {
+        Py_DECREF(starts);
+        return range_error();
+    }
+    if (set_attr_ll(bus, s_free, end1) < 0 || append_ll(starts, start) < 0) {
         Py_DECREF(starts);
         return -1;
     }
@@ -367,23 +417,26 @@ static int grant_row(PyObject *bus, PyObject *row, long long now, long long *t_e
         Py_ssize_t n = PyList_GET_SIZE(flat);
         r = PyList_SetSlice(flat, n, n, row);       /* flat.extend(row) */
     } else {
-        PyObject *x = PyObject_CallMethod(flat, "extend", "O", row);
+        /* (not PyObject_CallMethod with "O": that passes a tuple row as the arguments) */
+        PyObject *x = PyObject_CallMethodOneArg(flat, s_extend, row);
         r = x == NULL ? -1 : 0;
         Py_XDECREF(x);
     }
     Py_DECREF(flat);
     if (r < 0)
         return -1;
-    *t_end = phase + end * period;
+    *t_end = t;
     return 0;
 }
 
 /* Resumes gen (owned) with value (owned) at self->now, and goes on resuming it while nothing
  * else is due first; leaves it parked (heap, a queue's waiters) or finished. 0, or -1 with an
  * error set (the generator dropped, as the Python engine drops it). */
-static int resume(EngineObject *self, PyObject *gen, PyObject *value)
+static int resume(EngineObject *self, PyObject *gen, PyObject *value, long long until)
 {
-    long long now = self->now, until = self->until;
+    /* until is run()'s own, not self->until: a run() called from inside a generator sets that
+     * to -1 when it returns, and the Python engine's outer run goes on with its local until */
+    long long now = self->now;
     for (;;) {
         PyObject *cmd;
         PySendResult res = PyIter_Send(gen, value, &cmd);
@@ -433,7 +486,7 @@ static int resume(EngineObject *self, PyObject *gen, PyObject *value)
                 PyObject *g = item_of(cmd, 4);
                 if (g == NULL)
                     goto fail;
-                r = as_ll(g, &gap);
+                r = as_time(g, &gap);
                 Py_DECREF(g);
                 if (r < 0)
                     goto fail;
@@ -441,7 +494,7 @@ static int resume(EngineObject *self, PyObject *gen, PyObject *value)
                  * else is due first and going through the heap otherwise */
                 if (self->n == 0 || self->heap[0].t > t) {
                     now = self->now = t;
-                    t = now + gap;
+                    t = add_time(now, gap);
                 } else {
                     Py_DECREF(cmd);
                     return heap_push(self, t, gen, value, 1, gap);
@@ -469,7 +522,7 @@ static int resume(EngineObject *self, PyObject *gen, PyObject *value)
             Py_DECREF(txn);
             if (end == NULL)
                 goto fail;
-            int r = as_ll(end, &t);
+            int r = as_time(end, &t);
             Py_DECREF(end);
             if (r < 0)
                 goto fail;
@@ -483,11 +536,11 @@ static int resume(EngineObject *self, PyObject *gen, PyObject *value)
             if (a == NULL)
                 goto fail;
             long long x;
-            int r = as_ll(a, &x);
+            int r = as_time(a, &x);
             Py_DECREF(a);
             if (r < 0)
                 goto fail;
-            t = sleep ? now + (x > 0 ? x : 0) : (x > now ? x : now);
+            t = sleep ? add_time(now, x > 0 ? x : 0) : (x > now ? x : now);
             value = Py_None;
             Py_INCREF(value);
         } else if (op_is(op, s_get)) {
@@ -519,8 +572,14 @@ static int resume(EngineObject *self, PyObject *gen, PyObject *value)
             Py_DECREF(gen);
             return r;
         } else {
-            PyErr_SetObject(PyExc_ValueError, op);
+            /* ValueError(op): PyErr_SetObject(ValueError, op) would take a tuple op as the
+             * arguments and an exception op as the exception */
+            PyObject *exc = PyObject_CallOneArg(PyExc_ValueError, op);
             Py_DECREF(op);
+            if (exc != NULL) {
+                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+                Py_DECREF(exc);
+            }
             goto fail;
         }
         Py_DECREF(cmd);
@@ -544,6 +603,11 @@ static PyObject *Engine_run(EngineObject *self, PyObject *arg)
     long long until;
     if (as_ll(arg, &until) < 0)
         return NULL;
+    if (until >= TIME_MAX) {
+        /* the times kept as TIME_MAX are past it: they would come due */
+        PyErr_SetString(PyExc_OverflowError, "run(until): until must be below 2**63 - 1 ps in the compiled engine");
+        return NULL;
+    }
     self->until = until;
     int r = 0;
     while (self->n > 0 && self->heap[0].t <= until) {
@@ -551,7 +615,7 @@ static PyObject *Engine_run(EngineObject *self, PyObject *arg)
         self->now = ev.t;       /* the generators read engine.now */
         if (ev.hasgap) {
             /* a "rowgap" transaction's end: now the sleep, as resume() does it */
-            long long t = ev.t + ev.gap;
+            long long t = add_time(ev.t, ev.gap);
             if (t > until || (self->n > 0 && self->heap[0].t <= t)) {
                 if (heap_push(self, t, ev.gen, ev.value, 0, 0) < 0) {
                     r = -1;
@@ -561,7 +625,7 @@ static PyObject *Engine_run(EngineObject *self, PyObject *arg)
             }
             self->now = t;
         }
-        if (resume(self, ev.gen, ev.value) < 0) {
+        if (resume(self, ev.gen, ev.value, until) < 0) {
             r = -1;
             break;
         }
@@ -636,7 +700,7 @@ PyMODINIT_FUNC PyInit__engine(void)
 {
     struct { PyObject **var; const char *s; } names[] = {
         {&s_period, "period"}, {&s_phase, "phase"}, {&s_free, "free"}, {&s_limit, "limit"},
-        {&s_starts, "starts"}, {&s_reqs, "reqs"}, {&s_flat, "flat"}, {&s_append, "append"},
+        {&s_starts, "starts"}, {&s_reqs, "reqs"}, {&s_flat, "flat"}, {&s_append, "append"}, {&s_extend, "extend"},
         {&s_items, "items"}, {&s_waiters, "waiters"}, {&s_popleft, "popleft"},
         {&s_grant_txn, "grant_txn"}, {&s_row, "row"}, {&s_rowgap, "rowgap"}, {&s_txn, "txn"},
         {&s_sleep, "sleep"}, {&s_until, "until"}, {&s_get, "get"},

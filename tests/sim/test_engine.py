@@ -188,3 +188,143 @@ def test_queues_hand_items_over_in_order_in_both_engines():
         eng.run(1000)
         assert got == [(0, 0), (1, 0), (2, 7), (3, 7)], engine_type
         assert q.items == deque() and len(q.waiters) == 1
+
+
+# -- review of issue #5: inputs the random scripts above do not reach ---------------------------
+
+BIG = 2**63 - 1             # the compiled engine's times are C long longs
+
+
+def _clamped(pending):
+    # the compiled engine keeps times past its range as 2**63 - 1 (they never come due)
+    return sorted((min(t, BIG), seq) for t, seq in pending)
+
+
+def test_times_past_the_64_bit_range_never_come_due_in_either_engine():
+    # A sleep that ends past 2**63 - 1 ps wrapped round to a negative time in C (the generator
+    # ran again at once, in the past); a time past 2**63 raised OverflowError. The Python engine
+    # just never resumes them.
+    results = []
+    for engine_type in ENGINES:
+        eng, bus, log, got = engine_type(), _buses()[0], [], []
+
+        def proc(cmds, eng=eng):
+            for cmd in cmds:
+                got.append((cmd[0], (yield cmd), eng.now))
+
+        row = (("k", 3),)
+        scripts = [[("sleep", 5), ("sleep", BIG)], [("sleep", 7), ("sleep", 2**70)], [("until", 2**80)],
+                   [("until", -2**80), ("sleep", -2**80), ("sleep", 1)],
+                   [("rowgap", bus, row, log, BIG)], [("sleep", 1), ("rowgap", bus, row, log, 2**64)],
+                   [("sleep", 3), ("rowgap", bus, row, log, BIG - 10**7)]]
+        for cmds in scripts:
+            eng.spawn(proc(cmds))
+        eng.at(2**70, proc([("sleep", 1)]))
+        eng.spawn(proc([("sleep", 1)]), 2**64 + 5)
+        eng.run(10**15)
+        eng.run(10**16)
+        results.append((sorted(got, key=repr), log, list(bus.txn_rows.starts), _clamped(eng.pending()), eng._seq))
+    assert results[0] == results[1]
+    # all but the one going back to now still wait (the rowgap whose sleep ends just inside the
+    # range too)
+    assert len(results[1][3]) == 8 and all(t > BIG - 10**7 for t, _ in results[1][3])
+
+
+def test_a_run_inside_a_generator_leaves_the_outer_run_its_horizon():
+    # The compiled engine read run()'s horizon back from the engine at every resume, and a run()
+    # called from inside a generator resets it to -1 when it returns: the outer run then
+    # scheduled everything through the heap and dropped the log entries of in-time rows.
+    results = []
+    for engine_type in ENGINES:
+        eng, bus, log, out = engine_type(), _buses()[0], [], []
+
+        def a(eng=eng, out=out):
+            yield ("sleep", 1)
+            eng.run(5)
+            out.append(("a", eng.now, eng._until))
+
+        def b(eng=eng, bus=bus, log=log, out=out):
+            yield ("sleep", 100)
+            out.append(("b", eng.now, (yield ("row", bus, (("k", 3),), log))))
+            out.append(("b", eng.now, (yield ("sleep", 10))))
+
+        eng.spawn(a())
+        eng.spawn(b())
+        eng.run(10**6)
+        results.append((out, log, eng.pending(), eng._seq, eng._until))
+    assert results[0] == results[1]
+    assert results[1][1] == [0]
+
+
+def test_a_bus_whose_flat_is_not_a_list_gets_the_row_extended():
+    # flat.extend(row) for a flat other than a list went through PyObject_CallMethod(..., "O",
+    # row), which unpacks a tuple row into separate arguments: TypeError.
+    results = []
+    for engine_type in ENGINES:
+        eng, bus, log = engine_type(), _buses()[0], []
+        bus.flat = deque()
+
+        def proc(bus=bus, log=log):
+            yield ("row", bus, (("k", 3), "x", 1), log)
+            yield ("rowgap", bus, (("k", 4), "y", 2), log, 10)
+
+        eng.spawn(proc())
+        eng.run(10**6)
+        results.append((list(bus.flat), log, eng.pending()))
+    assert results[0] == results[1]
+    assert results[1][0] == [("k", 3), "x", 1, ("k", 4), "y", 2]
+
+
+@pytest.mark.parametrize("op", [("a", "b"), (), None, ValueError("x"), "jump"])
+def test_an_unknown_command_raises_the_same_value_error_in_both_engines(op):
+    # PyErr_SetObject(ValueError, op) takes a tuple op as the exception's arguments, and an
+    # exception instance as the exception itself
+    args = []
+    for engine_type in ENGINES:
+        eng = engine_type()
+
+        def bad():
+            yield (op, 1)
+
+        eng.spawn(bad())
+        with pytest.raises(ValueError) as info:
+            eng.run(10)
+        args.append((type(info.value), info.value.args))
+    assert args[0] == args[1] == (ValueError, (op,))
+
+
+def test_the_model_with_a_latency_past_the_64_bit_range_simulates_as_with_the_python_engine():
+    # The scenario bounds no latency from above: 9.2e12 us is legal, and its sleep ends past
+    # 2**63 - 1 ps (wrapped round in C: the receive DMA ran at once), 1e13 us is past 2**63
+    # (OverflowError in C).
+    from pcitrace.sim.output import simulate, truth_json
+
+    for latency in (9223372036854.0, 1e13):
+        sc = scenario_from_dict({"seed": 1, "duration_us": 40,
+                                 "bus": [{"name": "send", "pc": "a", "clock_mhz": 66, "nic": {"rx_latency_us": latency}},
+                                         {"name": "recv", "pc": "b", "clock_mhz": 66, "nic": {"rx_latency_us": latency}}],
+                                 "traffic": {"frame_bytes": 200, "spacing_us": 5.0}})
+        truths = []
+        for engine_type in ENGINES:
+            saved = model.Model.engine
+            model.Model.engine = engine_type
+            try:
+                truths.append(truth_json(simulate(sc).truth))
+            finally:
+                model.Model.engine = saved
+        assert truths[0] == truths[1], latency
+
+
+def test_the_compiled_engine_runs_to_horizons_below_its_clamped_times_only():
+    # Times past 2**63 - 1 are kept as 2**63 - 1: a horizon there would run them (the Python
+    # engine takes any horizon; the model's is the capture's length, below 1e12 ps).
+    def proc():
+        yield ("sleep", 2**70)
+
+    eng = FastEngine()
+    eng.spawn(proc())
+    for until in (BIG, 2**64):
+        with pytest.raises(OverflowError):
+            eng.run(until)
+    eng.run(BIG - 1)
+    assert eng.pending() == [(BIG, 2)] and eng._until == -1
