@@ -281,35 +281,30 @@ def clock_times(n: int, clock_hz: float, start: int = 0) -> np.ndarray:
     return np.rint(np.arange(start, start + n, dtype=np.float64) * (1e12 / clock_hz)).astype(np.int64)
 
 
-# Clocks per block of the parity pass: its temporaries (a block of AD halves and C/BE#) stay in
-# the CPU cache instead of being tens of MB of fresh pages each.
-PARITY_BLOCK = 1 << 17
+# Clocks per block of the per-clock pass (_assemble): its temporaries - a block of value
+# indices, state bits, C/BE# nibbles - stay in the CPU cache instead of being tens of MB of
+# fresh pages each.
+CLOCK_BLOCK = 1 << 17
 
 
-def _parity(ad: np.ndarray, cbe: np.ndarray, par: np.ndarray, par64: np.ndarray | None) -> None:
-    """PAR (and PAR64) of every clock after the first: even parity over the previous clock's
-    AD[31:0] and C/BE#[3:0] (AD[63:32] and C/BE#[7:4]), written into ``par[1:]`` / ``par64[1:]``."""
-    n = len(ad) - 1
+def _parity(ad: np.ndarray, cbe: np.ndarray, par: np.ndarray, par64: np.ndarray | None,
+            t8: np.ndarray) -> None:
+    """Even parity of each clock's AD[31:0] and C/BE#[3:0] into ``par`` (AD[63:32] and
+    C/BE#[7:4] into ``par64``); ``t8``: uint8 scratch at least as long as ``ad``."""
+    n = len(ad)
     halves = ad.view(np.uint32)               # (ad is contiguous uint64: little-endian halves)
     lo, hi = (0, 1) if np.little_endian else (1, 0)
-    t8 = np.empty(min(n, PARITY_BLOCK), np.uint8)
-    for a in range(0, n, PARITY_BLOCK):
-        b = min(a + PARITY_BLOCK, n)
-        t = t8[:b - a]
-        for out, half, nib in ((par, lo, False), (par64, hi, True)):
-            if out is None:
-                continue
-            o = out[a + 1:b + 1]
-            np.bitwise_count(halves[2 * a + half:2 * b:2], out=o)
-            if nib:
-                np.right_shift(cbe[a:b], 4, out=t)
-            else:
-                np.bitwise_and(cbe[a:b], 0xF, out=t)
-            o ^= np.bitwise_count(t, out=t)
-            o &= 1
-    par[0] = 0
-    if par64 is not None:
-        par64[0] = 0
+    t = t8[:n]
+    for out, half, nib in ((par, lo, False), (par64, hi, True)):
+        if out is None:
+            continue
+        np.bitwise_count(halves[half::2], out=out)
+        if nib:
+            np.right_shift(cbe, 4, out=t)
+        else:
+            np.bitwise_and(cbe, 0xF, out=t)
+        out ^= np.bitwise_count(t, out=t)
+        out &= 1
 
 
 @dataclasses.dataclass
@@ -752,12 +747,8 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     r_word[0] = -1
 
     # -- per-clock arrays ----------------------------------------------------------------------
-    # Each per-clock line is its runs' value repeated (a table look-up per run, not per clock);
-    # the per-clock state codes themselves only for crop(), which a lean rendering never meets.
+    # the per-clock state codes themselves only for crop(), which a lean rendering never meets
     code = None if lean else np.repeat(r_code, r_len)
-
-    def per_clock(table):
-        return np.repeat(table[r_code], r_len)
 
     # word index per clock: within a run it moves by the run's step; at a run start it jumps
     # (empty runs - back-to-back transactions - stay: they repeat nothing and start where the
@@ -770,6 +761,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     neg = rw < 0
     np.subtract(nd - 1, rw, out=rw, where=neg)
     np.negative(rs, out=rs, where=neg)
+    del neg
     run_at = np.cumsum(rl, dtype=ri)                         # first clock of each run (fits: see ri)
     run_at -= rl
 
@@ -806,32 +798,93 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
     val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
     val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
-    # Every clock first shows the value its run starts with; then the clocks of stepping runs
-    # get theirs: data phases by one scatter (the k-th data clock carries word k), multi-clock
-    # headers (DAC, PCI-X attribute) by index. No per-clock word index array: at tens of
-    # millions of clocks it was the largest temporary of the renderer.
-    ad = np.repeat(val_ad[rw], rl)
-    cbe = np.repeat(val_be[rw], rl)
-    dr = np.flatnonzero(_IS_DATA[r_code])
-    dl = rl[dr]
-    data_clocks = np.repeat(run_at[dr] - (np.cumsum(dl, dtype=ri) - dl), dl)      # k-th data clock: word k
-    data_clocks += np.arange(len(data_clocks), dtype=ri)
-    del dr, dl
-    if len(data_clocks) != nd:   # internal consistency of the run builder
-        raise AssertionError(f"{len(data_clocks)} data clocks for {nd} words")
-    ad[data_clocks] = all_ad
-    cbe[data_clocks] = all_be
+    if width == 32:
+        val_ad &= np.uint64(0xFFFFFFFF)
+        val_be &= 0xF
+    # Clocks of the multi-clock headers (DAC, PCI-X attribute), whose value steps within the
+    # run: a few, all at once.
     hs = (rs != 0) & (rw >= nd) & (rl > 1)
     if hs.any():
         hl, hw, hst, h0 = rl[hs], rw[hs], rs[hs], run_at[hs]
         k = np.arange(int(hl.sum())) - np.repeat(np.cumsum(hl) - hl, hl)    # clock within its run
-        pos = np.repeat(h0, hl) + k
-        idx = np.repeat(hw, hl) + k * np.repeat(hst, hl)
-        ad[pos] = val_ad[idx]
-        cbe[pos] = val_be[idx]
-    if width == 32:
-        ad &= np.uint64(0xFFFFFFFF)
-        cbe &= 0xF
+        h_pos = np.repeat(h0, hl) + k
+        h_idx = np.repeat(hw, hl) + k * np.repeat(hst, hl)
+        del hl, hw, hst, h0, k
+    else:
+        h_pos = h_idx = np.zeros(0, np.intp)
+    del hs
+
+    # Every line block by block (whole runs, about CLOCK_BLOCK clocks): the block's value index
+    # per clock (each run's first value repeated, the data clocks stepping through the words -
+    # the k-th data clock of the bus carries word k - and the headers through theirs), AD and
+    # C/BE# gathered from the value tables, FRAME#..STOP# from one repeat of the packed state
+    # bits, PAR/PAR64 from the block's AD and C/BE#. Every temporary is a block long and stays
+    # in the CPU cache; whole-bus ones were tens of MB of fresh pages each.
+    ad = np.empty(total, np.uint64)
+    cbe = np.empty(total, np.uint8)
+    f_n, irdy_n, trdy_n, stop_n, par = (np.empty(total, np.uint8) for _ in range(5))
+    par64 = np.empty(total, np.uint8) if width == 64 else None
+    par[0] = 0
+    if par64 is not None:
+        par64[0] = 0
+    # (the data clocks themselves only for the words table and the injected parity errors)
+    data_clocks = np.empty(nd, ri) if not lean or par_flips else None
+    nruns = len(rl)
+    cuts = np.searchsorted(run_at, np.arange(CLOCK_BLOCK, total, CLOCK_BLOCK, dtype=i64))
+    bounds = np.unique(np.concatenate(([0], cuts, [nruns]))).tolist()
+    w0 = 0
+    t8 = np.empty(0, np.uint8)
+    for k0, k1 in zip(bounds[:-1], bounds[1:]):
+        c0 = int(run_at[k0])
+        c1 = int(run_at[k1]) if k1 < nruns else total
+        if c1 == c0:
+            continue
+        lens = rl[k0:k1].astype(np.intp)
+        idx = np.repeat(rw[k0:k1].astype(np.intp), lens)
+        codes = r_code[k0:k1]
+        d = np.flatnonzero(_IS_DATA[codes])
+        if len(d):
+            dl = lens[d]
+            nw = int(dl.sum())
+            loc = np.repeat(run_at[k0 + d] - (np.cumsum(dl) - dl) - c0, dl)
+            loc += np.arange(nw)
+            idx[loc] = np.arange(w0, w0 + nw)
+            if data_clocks is not None:
+                np.add(loc, c0, out=data_clocks[w0:w0 + nw], casting="unsafe")
+            w0 += nw
+        j0, j1 = np.searchsorted(h_pos, (c0, c1))
+        if j1 > j0:
+            idx[h_pos[j0:j1] - c0] = h_idx[j0:j1]
+        a, c = ad[c0:c1], cbe[c0:c1]
+        np.take(val_ad, idx, out=a, mode="clip")      # (mode='raise' would buffer the out= array)
+        np.take(val_be, idx, out=c, mode="clip")
+        bits = np.repeat(_FITS[codes], lens)
+        np.bitwise_and(bits, 1, out=f_n[c0:c1])
+        o = np.right_shift(bits, 1, out=irdy_n[c0:c1])
+        o &= 1
+        o = np.right_shift(bits, 2, out=trdy_n[c0:c1])
+        o &= 1
+        np.right_shift(bits, 3, out=stop_n[c0:c1])      # (the top bit: nothing to mask)
+        # PAR/PAR64 of clock c are on clock c + 1 (the bus's last clock has none)
+        e = min(c1, total - 1) - c0
+        if len(t8) < e:
+            t8 = np.empty(e, np.uint8)
+        _parity(a[:e], c[:e], par[c0 + 1:c0 + 1 + e], None if par64 is None else par64[c0 + 1:c0 + 1 + e], t8)
+    if w0 != nd:   # internal consistency of the run builder
+        raise AssertionError(f"{w0} data clocks for {nd} words")
+    # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
+    # a few runs inside transactions (idle runs, which the table also marks, are never inside a
+    # [DEVSEL#, end] interval), so their clocks are set, not the whole bus compared
+    off = np.flatnonzero(_NODEV_BUSY[r_code])
+    if len(off):
+        ol = rl[off]
+        nodev = np.repeat(run_at[off] - (np.cumsum(ol, dtype=ri) - ol), ol)
+        nodev += np.arange(len(nodev), dtype=ri)
+        del ol
+    else:
+        nodev = off
+    # the runs are done with: the lines still to come reuse their memory
+    del r_code, r_len, r_word, r_step, rl, rw, rs, run_at, off, val_ad, val_be
 
     # Per-transaction intervals become per-clock masks by +1/-1 edges and a running sum.
     t_end_a = t_start_a + sh_end[t_shape_a] if ntx else np.zeros(0, i64)
@@ -852,31 +905,13 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
 
     # (lines combined in place: every per-clock temporary is tens of MB at 10 M clocks)
     devsel_n = interval_line(t_dev_a[claimed], t_end_a[claimed])
-    # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
-    # a few runs inside transactions (idle runs, which the table also marks, are never inside a
-    # [DEVSEL#, end] interval), so their clocks are set, not the whole bus compared
-    off = np.flatnonzero(_NODEV_BUSY[r_code])
-    if len(off):
-        ol = rl[off]
-        oc = np.repeat(run_at[off] - (np.cumsum(ol, dtype=ri) - ol), ol)
-        oc += np.arange(len(oc), dtype=ri)
-        devsel_n[oc] = 1
-        del oc, ol
-    f_n = per_clock(_FITS)
-    irdy_n = np.right_shift(f_n, 1)
-    irdy_n &= 1
-    trdy_n = np.right_shift(f_n, 2)
-    trdy_n &= 1
-    stop_n = np.right_shift(f_n, 3)            # (the top bit: nothing to mask)
-    f_n &= 1                                   # FRAME# last, in place: no fifth array
+    devsel_n[nodev] = 1
+    del nodev
     sig: dict[str, np.ndarray] = {
         "frame_n": f_n, "irdy_n": irdy_n, "trdy_n": trdy_n, "stop_n": stop_n,
         "devsel_n": devsel_n,
         "ad": ad, "cbe_n": cbe,
     }
-    par = np.empty(total, np.uint8)
-    par64 = np.empty(total, np.uint8) if width == 64 else None
-    _parity(ad, cbe, par, par64)
     sig["par"] = par
     if width == 64:
         sig["par64"] = par64
