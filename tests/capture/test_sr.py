@@ -581,6 +581,32 @@ def test_packer_equals_the_byte_by_byte_reference(seed, n):
         np.testing.assert_array_equal(bits[:, p], (a >> bit) & 1)
 
 
+@pytest.mark.parametrize("layout,words", [
+    # (source, width, dtype) in sample order; the runs stored as whole words
+    ([("a", 1, np.uint8), ("v", 64, np.uint64), ("c", 8, np.uint64)], {1: 8}),        # AD after one line
+    ([("v", 64, np.uint64), ("w", 64, np.uint64)], {0: 8, 1: 8}),                      # aligned, back to back
+    ([("a", 1, np.uint8), ("v", 24, np.uint64), ("w", 40, np.uint64)], {1: 4}),        # w's word would pass the end
+    # v's 4-byte word ends in a zero byte over w's first byte (mended); w then owns one byte: no word
+    ([("a", 3, np.uint8), ("v", 21, np.uint32), ("w", 16, np.uint16), ("b", 1, np.uint8)], {1: 4}),
+    ([("a", 3, np.uint8), ("v", 21, np.uint32), ("b", 8, np.uint8), ("w", 16, np.uint16)], {1: 4, 3: 2}),
+    ([("v", 7, np.uint8), ("w", 12, np.int16)], {}),                                   # nothing worth a word
+])
+def test_packer_words_and_the_bytes_around_them(layout, words):
+    from pcitrace.capture.sr import _byte_plan, _pack_reference, _Packer
+
+    rng = np.random.default_rng(3)
+    n = 1001
+    arrays = {src: rng.integers(0, 256, (n, np.dtype(dt).itemsize), dtype=np.uint8).view(dt).reshape(n)
+              for src, _, dt in layout}
+    lines = [(f"{src}{i}", src, i) for src, w, _ in layout for i in range(w)]
+    unitsize = (len(lines) + 7) // 8
+    pack = _Packer(lines, unitsize)
+    got = pack(arrays, n)
+    np.testing.assert_array_equal(got, _pack_reference(_byte_plan(lines, unitsize), arrays, n, unitsize))
+    (plan,) = pack._plans.values()
+    assert plan[1] == words
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cap=captures(max_samples=3000), chunk=st.integers(1, 2000))
 def test_fast_and_reference_writers_store_the_same_members(tmp_path, cap, chunk):
