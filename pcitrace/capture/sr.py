@@ -665,7 +665,7 @@ class _Packer:
         packed = np.empty((n, self.unitsize), np.uint8)
         if not n:
             return packed
-        parts = []
+        values, parts = [], []
         for i, (src, bit, count, pos) in enumerate(runs):
             a = arrays[src]
             size = a.dtype.itemsize
@@ -684,17 +684,31 @@ class _Packer:
                 word = np.ndarray((n,), np.dtype(f"<u{w}"), packed, pos >> 3, (self.unitsize,))
                 np.copyto(word, v, casting="unsafe")
                 size = w
+            values.append(v)
             # byte j of the value, whatever the machine's byte order
             parts.append(v.astype(v.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(n, size))
         col = np.empty(n, np.uint8)
+        tmp = np.empty(n, np.uint8)
         for k, reach in rest:
-            (i, j), more = reach[0], reach[1:]
-            if not more:
+            if len(reach) == 1:
+                i, j = reach[0]
                 packed[:, k] = parts[i][:, j]
                 continue
-            np.bitwise_or(parts[i][:, j], parts[more[0][0]][:, more[0][1]], out=col)
-            for i, j in more[1:]:
-                np.bitwise_or(col, parts[i][:, j], out=col)
+            for m, (i, j) in enumerate(reach):
+                # a strided operand slows a ufunc more than copying it out first does, and the
+                # low byte is a plain truncating copy
+                out = col if m == 0 else tmp
+                if values[i].dtype.itemsize == 1:
+                    out = values[i]
+                elif j == 0:
+                    np.copyto(out, values[i], casting="unsafe")
+                else:
+                    np.copyto(out, parts[i][:, j])
+                if m == 0:
+                    if out is not col:
+                        np.copyto(col, out)
+                else:
+                    np.bitwise_or(col, out, out=col)
             packed[:, k] = col
         return packed
 
