@@ -636,24 +636,44 @@ static PyObject *Engine_run(EngineObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+typedef struct {
+    long long t, seq;
+} Key;
+
+static int key_cmp(const void *a, const void *b)
+{
+    const Key *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 static PyObject *Engine_pending(EngineObject *self, PyObject *Py_UNUSED(ignored))
 {
-    /* (time, sequence number) of every entry not run yet, in the order they would run */
-    PyObject *out = PyList_New(self->n);
-    if (out == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < self->n; i++) {
-        PyObject *x = Py_BuildValue("(LL)", self->heap[i].t, self->heap[i].seq);
-        if (x == NULL) {
-            Py_DECREF(out);
-            return NULL;
+    /* (time, sequence number) of every entry not run yet, in the order they would run. Taken
+     * from a copy: building the tuples may start a collection, and its callbacks and finalizers
+     * may schedule or run entries (the heap grows, shrinks, moves). */
+    Py_ssize_t n = self->n;
+    Key *keys = PyMem_Malloc(n ? (size_t)n * sizeof(Key) : 1);
+    if (keys == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        keys[i].t = self->heap[i].t;
+        keys[i].seq = self->heap[i].seq;
+    }
+    qsort(keys, (size_t)n, sizeof(Key), key_cmp);
+    PyObject *out = PyList_New(n);
+    if (out != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = Py_BuildValue("(LL)", keys[i].t, keys[i].seq);
+            if (x == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, i, x);
         }
-        PyList_SET_ITEM(out, i, x);
     }
-    if (PyList_Sort(out) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
+    PyMem_Free(keys);
     return out;
 }
 
