@@ -855,13 +855,15 @@ def _write_threaded(path, head, tail, chunks, pack: _Packer, force_zip64: bool) 
             for name, data in head:
                 zw.add(name, data)
             members = 0
-            # at most this many chunks held at once (read, packed, deflated or waiting)
+            # chunks held at once: one per worker and the next one read (a chunk from a .sr
+            # source is every line unpacked, ~8x its packed size), so memory stays bounded
+            ahead = workers + 1
             pending: collections.deque = collections.deque()
             pool = ThreadPoolExecutor(workers, thread_name_prefix="pcitrace-write-sr")
             try:
                 for ch in chunks:
                     pending.append(pool.submit(_pack_deflate, pack, ch.data, ch.length))
-                    if len(pending) > 2 * workers:
+                    if len(pending) >= ahead:
                         members += 1
                         zw.add_deflated(f"logic-1-{members}", *pending.popleft().result())
                 while pending:
