@@ -676,17 +676,17 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         total = int(total_clocks)
 
     # -- runs of every transaction, from the shapes ---------------------------------------------
-    i64 = np.int64
+    i64, ip = np.int64, np.intp
     t_shape_a = np.asarray(t_shape, i64)
     t_start_a = np.asarray(t_start, i64)
     t_P_a = np.asarray(t_P, i64)
     t_master_a = np.asarray(t_master, i64)
     nsh = len(shape_list)
     # Per transaction: one idle run, then its shape's runs; then the tail. Every shape's table
-    # starts with that idle run (length and word filled in below), so the run arrays are one
-    # gather from the tables each: no scatter of the body runs between the idle ones.
-    sh_nruns = np.array([len(x.code) + 1 for x in shape_list], i64)
-    sh_off = np.concatenate(([0], np.cumsum(sh_nruns)))
+    # starts with that idle run (length and word filled in below), so a block's run arrays are
+    # one gather from the tables each: no scatter of the body runs between the idle ones.
+    sh_nruns = np.array([len(x.code) + 1 for x in shape_list], ip)
+    sh_off = np.concatenate(([0], np.cumsum(sh_nruns))).astype(ip)
 
     def cat(attr, idle):
         return np.concatenate([a for x in shape_list for a in ((idle,), getattr(x, attr))]) if nsh else \
@@ -695,75 +695,22 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     all_code, all_len, all_src, all_off, all_step = (
         cat(a, v) for a, v in (("code", IDLE), ("length", 0), ("source", 1), ("offset", 0), ("step", 0)))
     all_code = all_code.astype(np.uint8)
+    all_len = all_len.astype(ip)
     sh_end = np.array([x.end for x in shape_list], i64)
     sh_dev = np.array([x.devsel if x.devsel is not None else (1 << 62) for x in shape_list], i64)
-    nb = sh_nruns[t_shape_a] if ntx else np.zeros(0, i64)
-    tot_runs = int(nb.sum()) + 1
-    # Run-level arrays (millions of runs at tens of millions of clocks) in 32 bits when every
-    # clock, run and word index fits: half the memory to fault in and to stream through.
-    ri = np.int32 if max(total, tot_runs, 3 * ntx, n_words + len(h_ad)) < (1 << 31) - 1 else i64
-    nb = nb.astype(ri)
-    idle_runs = np.empty(ntx + 1, i64)             # run index of each transaction's idle run
-    np.cumsum(nb, out=idle_runs[1:])
-    idle_runs[0] = 0
-    # run k < tot_runs - 1 belongs to transaction tb[k] and is entry bi[k] of the shape tables
-    # (the gather indices in numpy's own index type: np.take converts any other to a copy)
-    tb = np.repeat(np.arange(ntx, dtype=np.intp), nb)
-    bi = np.repeat(sh_off[t_shape_a] - idle_runs[:-1], nb).astype(np.intp, copy=False)
-    bi += np.arange(tot_runs - 1, dtype=np.intp)
-    r_code = np.empty(tot_runs, np.uint8)
-    r_len = np.empty(tot_runs, ri)
-    r_word = np.empty(tot_runs, ri)
-    r_step = np.empty(tot_runs, ri)
-    r_code[-1], r_len[-1], r_word[-1], r_step[-1] = IDLE, 0, 0, 0
-    # (mode='clip': the indices are valid, and 'raise' would buffer every out= array)
-    np.take(all_code, bi, out=r_code[:-1], mode="clip")
-    np.take(all_len.astype(ri), bi, out=r_len[:-1], mode="clip")
     # A run's first word: source 0 = header entry -(hbase + off) - 1, 1 = data word dbase + off,
     # 2 = the stop slot's entry -pend - 1; header words are at increasing header indices =
     # decreasing negative words. As a per-transaction base by source plus a signed offset per
-    # shape run (a million runs and more: few passes over them).
-    sh_src = all_src.astype(i64)
-    sgn_off = np.where(sh_src == 0, -all_off, all_off).astype(ri)
-    sgn_step = np.where(sh_src == 0, -all_step, all_step).astype(ri)
-    base = np.concatenate((-np.asarray(t_hbase, i64) - 1, np.asarray(t_dbase, i64),
-                           -np.asarray(t_pend, i64) - 1)).astype(ri)
-    src_ntx = (sh_src * ntx).astype(np.intp)
-    w = np.take(src_ntx, bi)
-    w += tb
-    del tb
-    np.take(base, w, out=r_word[:-1], mode="clip")
-    del w
-    np.take(sgn_off, bi, out=r_step[:-1], mode="clip")      # (r_step as scratch: no temporary)
-    r_word[:-1] += r_step[:-1]
-    np.take(sgn_step, bi, out=r_step[:-1], mode="clip")
-    del bi
-    idle_runs[-1] = tot_runs - 1
-    r_len[idle_runs[:-1]] = np.asarray(t_idle, i64)
-    r_len[-1] = total - clock
-    # idle runs hold whatever the previous run left on AD
-    prev_end = r_word + (r_len - 1) * r_step
-    r_word[idle_runs[1:]] = prev_end[idle_runs[1:] - 1]
-    r_word[0] = -1
-
-    # -- per-clock arrays ----------------------------------------------------------------------
-    # the per-clock state codes themselves only for crop(), which a lean rendering never meets
-    code = None if lean else np.repeat(r_code, r_len)
-
-    # word index per clock: within a run it moves by the run's step; at a run start it jumps
-    # (empty runs - back-to-back transactions - stay: they repeat nothing and start where the
-    # next run starts; every word index below is valid for them too)
-    rl, rw, rs = r_len, r_word, r_step
-    # index into the value table [data words..., header entries...] (header words are stored
-    # negative and step downwards, data words positive and step upwards); in place, the run
-    # arrays are a million entries and more
+    # shape run.
+    sh_src = all_src.astype(ip)
+    sgn_off = np.where(sh_src == 0, -all_off, all_off).astype(ip)
+    sgn_step = np.where(sh_src == 0, -all_step, all_step).astype(ip)
+    t_base = np.stack((-np.asarray(t_hbase, i64) - 1, np.asarray(t_dbase, i64), -np.asarray(t_pend, i64) - 1)) \
+        if ntx else np.zeros((3, 0), i64)
+    t_nb = sh_nruns[t_shape_a] if ntx else np.zeros(0, ip)
+    t_idle_a = np.asarray(t_idle, i64)
+    t_from = t_start_a - t_idle_a            # each transaction's first clock (its idle run's)
     nd = n_words
-    neg = rw < 0
-    np.subtract(nd - 1, rw, out=rw, where=neg)
-    np.negative(rs, out=rs, where=neg)
-    del neg
-    run_at = np.cumsum(rl, dtype=ri)                         # first clock of each run (fits: see ri)
-    run_at -= rl
 
     prebuilt = isinstance(data_parts, np.ndarray)     # render_txns: the words and byte enables
     if prebuilt:
@@ -801,25 +748,16 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     if width == 32:
         val_ad &= np.uint64(0xFFFFFFFF)
         val_be &= 0xF
-    # Clocks of the multi-clock headers (DAC, PCI-X attribute), whose value steps within the
-    # run: a few, all at once.
-    hs = (rs != 0) & (rw >= nd) & (rl > 1)
-    if hs.any():
-        hl, hw, hst, h0 = rl[hs], rw[hs], rs[hs], run_at[hs]
-        k = np.arange(int(hl.sum())) - np.repeat(np.cumsum(hl) - hl, hl)    # clock within its run
-        h_pos = np.repeat(h0, hl) + k
-        h_idx = np.repeat(hw, hl) + k * np.repeat(hst, hl)
-        del hl, hw, hst, h0, k
-    else:
-        h_pos = h_idx = np.zeros(0, np.intp)
-    del hs
 
-    # Every line block by block (whole runs, about CLOCK_BLOCK clocks): the block's value index
-    # per clock (each run's first value repeated, the data clocks stepping through the words -
-    # the k-th data clock of the bus carries word k - and the headers through theirs), AD and
-    # C/BE# gathered from the value tables, FRAME#..STOP# from one repeat of the packed state
-    # bits, PAR/PAR64 from the block's AD and C/BE#. Every temporary is a block long and stays
-    # in the CPU cache; whole-bus ones were tens of MB of fresh pages each.
+    # -- per-clock arrays ----------------------------------------------------------------------
+    # Block by block of transactions (about CLOCK_BLOCK clocks each; the last one with the
+    # tail): the block's runs from the shape tables, then its clocks - a value index per clock
+    # (each run's first value repeated, the data clocks stepping through the words - the k-th
+    # data clock of the bus carries word k - and multi-clock headers (DAC, PCI-X attribute)
+    # through theirs), AD and C/BE# gathered from the value tables, FRAME#..STOP# from one
+    # repeat of the packed state bits, PAR/PAR64 from the block's AD and C/BE#. Every
+    # temporary is a block long and stays in the CPU cache: whole-bus run arrays and their
+    # gathers were hundreds of MB of fresh pages at 10 M clocks.
     ad = np.empty(total, np.uint64)
     cbe = np.empty(total, np.uint8)
     f_n, irdy_n, trdy_n, stop_n, par = (np.empty(total, np.uint8) for _ in range(5))
@@ -827,38 +765,96 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     par[0] = 0
     if par64 is not None:
         par64[0] = 0
-    # (the data clocks themselves only for the words table and the injected parity errors)
-    data_clocks = np.empty(nd, ri) if not lean or par_flips else None
-    nruns = len(rl)
-    cuts = np.searchsorted(run_at, np.arange(CLOCK_BLOCK, total, CLOCK_BLOCK, dtype=i64))
-    bounds = np.unique(np.concatenate(([0], cuts, [nruns]))).tolist()
+    # the per-clock state codes only for crop(), which a lean rendering never meets; the data
+    # clocks only for the words table and injected parity errors
+    code = None if lean else np.empty(total, np.uint8)
+    data_clocks = np.empty(nd, i64) if not lean or par_flips else None
+    nodev_parts = []                          # clocks where DEVSEL# is forced off
+    cuts = np.searchsorted(t_from, np.arange(CLOCK_BLOCK, clock, CLOCK_BLOCK, dtype=i64)) if ntx else []
+    bounds = sorted(set([0, ntx, *np.asarray(cuts).tolist()]))
+    blocks = list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
+    carry = -1            # the word the bus shows before the block (before anything: header entry 0)
     w0 = 0
     t8 = np.empty(0, np.uint8)
-    for k0, k1 in zip(bounds[:-1], bounds[1:]):
-        c0 = int(run_at[k0])
-        c1 = int(run_at[k1]) if k1 < nruns else total
-        if c1 == c0:
-            continue
-        lens = rl[k0:k1].astype(np.intp)
-        idx = np.repeat(rw[k0:k1].astype(np.intp), lens)
-        codes = r_code[k0:k1]
-        d = np.flatnonzero(_IS_DATA[codes])
+    for t0, t1 in blocks:
+        last = t1 == ntx
+        c0 = int(t_from[t0]) if t0 < ntx else clock
+        c1 = int(t_from[t1]) if not last else total
+        nb = t_nb[t0:t1]
+        first = np.cumsum(nb) - nb                  # each transaction's idle run
+        nr = int(nb.sum()) + last                   # (+ the tail)
+        # run k of the block: shape table entry bi[k] of block transaction tb[k]
+        tb = np.repeat(np.arange(t1 - t0, dtype=ip), nb)
+        bi = np.repeat(sh_off[t_shape_a[t0:t1]] - first, nb)
+        bi += np.arange(len(bi), dtype=ip)
+        rc = np.empty(nr, np.uint8)
+        rl = np.empty(nr, ip)
+        rw = np.empty(nr, i64)
+        rs = np.empty(nr, i64)
+        k = len(bi)
+        np.take(all_code, bi, out=rc[:k], mode="clip")    # (mode='raise' would buffer out= arrays)
+        np.take(all_len, bi, out=rl[:k], mode="clip")
+        rl[first] = t_idle_a[t0:t1]
+        src = np.take(sh_src, bi)
+        src *= t1 - t0
+        src += tb
+        np.take(t_base[:, t0:t1], src, out=rw[:k], mode="clip")
+        del tb, src
+        rw[:k] += sgn_off[bi]
+        np.take(sgn_step, bi, out=rs[:k], mode="clip")
+        del bi
+        if last:
+            rc[-1], rl[-1], rw[-1], rs[-1] = IDLE, total - clock, 0, 0
+        # idle runs hold whatever the previous run left on AD (the first one: what the previous
+        # block left)
+        prev_end = rl - 1
+        prev_end *= rs
+        prev_end += rw
+        rw[first[1:]] = prev_end[first[1:] - 1]
+        if last and nr > 1:
+            rw[-1] = prev_end[-2]
+        rw[0] = carry
+        carry = int(prev_end[-1])                  # (a block ends with a transaction's last run)
+        del prev_end
+        # index into the value table [data words..., header entries...] (header words are stored
+        # negative and step downwards, data words positive and step upwards)
+        neg = rw < 0
+        np.subtract(nd - 1, rw, out=rw, where=neg)
+        np.negative(rs, out=rs, where=neg)
+        del neg
+        run_at = np.cumsum(rl)                      # (block clocks)
+        run_at -= rl
+        if c1 - c0 != int(run_at[-1] + rl[-1]):   # internal consistency of the run builder
+            raise AssertionError(f"clocks {c0}..{c1} drawn in {int(run_at[-1] + rl[-1])} clocks")
+        if code is not None:
+            code[c0:c1] = np.repeat(rc, rl)
+        idx = np.repeat(rw, rl)
+        d = np.flatnonzero(_IS_DATA[rc])
         if len(d):
-            dl = lens[d]
+            dl = rl[d]
             nw = int(dl.sum())
-            loc = np.repeat(run_at[k0 + d] - (np.cumsum(dl) - dl) - c0, dl)
+            loc = np.repeat(run_at[d] - (np.cumsum(dl) - dl), dl)
             loc += np.arange(nw)
             idx[loc] = np.arange(w0, w0 + nw)
             if data_clocks is not None:
-                np.add(loc, c0, out=data_clocks[w0:w0 + nw], casting="unsafe")
+                np.add(loc, c0, out=data_clocks[w0:w0 + nw])
             w0 += nw
-        j0, j1 = np.searchsorted(h_pos, (c0, c1))
-        if j1 > j0:
-            idx[h_pos[j0:j1] - c0] = h_idx[j0:j1]
+        hs = np.flatnonzero((rs != 0) & (rw >= nd) & (rl > 1))
+        if len(hs):
+            hl = rl[hs]
+            kk = np.arange(int(hl.sum())) - np.repeat(np.cumsum(hl) - hl, hl)    # clock within its run
+            idx[np.repeat(run_at[hs], hl) + kk] = np.repeat(rw[hs], hl) + kk * np.repeat(rs[hs], hl)
+        off = np.flatnonzero(_NODEV_BUSY[rc])
+        if len(off):
+            ol = rl[off]
+            nc = np.repeat(run_at[off] - (np.cumsum(ol) - ol) + c0, ol)
+            nc += np.arange(len(nc))
+            nodev_parts.append(nc)
         a, c = ad[c0:c1], cbe[c0:c1]
-        np.take(val_ad, idx, out=a, mode="clip")      # (mode='raise' would buffer the out= array)
+        np.take(val_ad, idx, out=a, mode="clip")
         np.take(val_be, idx, out=c, mode="clip")
-        bits = np.repeat(_FITS[codes], lens)
+        del idx
+        bits = np.repeat(_FITS[rc], rl)
         np.bitwise_and(bits, 1, out=f_n[c0:c1])
         o = np.right_shift(bits, 1, out=irdy_n[c0:c1])
         o &= 1
@@ -875,16 +871,8 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
     # a few runs inside transactions (idle runs, which the table also marks, are never inside a
     # [DEVSEL#, end] interval), so their clocks are set, not the whole bus compared
-    off = np.flatnonzero(_NODEV_BUSY[r_code])
-    if len(off):
-        ol = rl[off]
-        nodev = np.repeat(run_at[off] - (np.cumsum(ol, dtype=ri) - ol), ol)
-        nodev += np.arange(len(nodev), dtype=ri)
-        del ol
-    else:
-        nodev = off
-    # the runs are done with: the lines still to come reuse their memory
-    del r_code, r_len, r_word, r_step, rl, rw, rs, run_at, off, val_ad, val_be
+    nodev = np.concatenate(nodev_parts) if nodev_parts else np.zeros(0, i64)
+    del val_ad, val_be, nodev_parts
 
     # Per-transaction intervals become per-clock masks by +1/-1 edges and a running sum.
     t_end_a = t_start_a + sh_end[t_shape_a] if ntx else np.zeros(0, i64)
