@@ -737,3 +737,20 @@ def test_sigrok_cli_reads_many_members_and_zip64(tmp_path, sigrok_cli, force_zip
     assert [nm for nm, _ in got] == list(want)
     for name, bits in got:
         assert np.array_equal(bits, want[name]), name
+
+
+def test_without_isal_zlib_writes_the_same_content(tmp_path, monkeypatch):
+    from pcitrace.capture import _zipwrite
+
+    cap = _multi_chunk_capture(5000)
+    write_sr(cap, tmp_path / "isal.sr", chunk_bytes=7000)
+    monkeypatch.setattr(_zipwrite, "_isal", None)
+    write_sr(cap, tmp_path / "zlib.sr", chunk_bytes=7000)
+    with zipfile.ZipFile(tmp_path / "isal.sr") as a, zipfile.ZipFile(tmp_path / "zlib.sr") as b:
+        assert b.testzip() is None
+        assert [(i.filename, i.file_size, i.CRC) for i in a.infolist()] == \
+               [(i.filename, i.file_size, i.CRC) for i in b.infolist()]
+        assert [i.compress_size for i in a.infolist()] != [i.compress_size for i in b.infolist()]
+    got = open_capture(tmp_path / "zlib.sr").read()
+    for k, v in bit_columns(cap).items():
+        np.testing.assert_array_equal(got[k], v, err_msg=k)
