@@ -183,6 +183,34 @@ def to_specs(txns: list[Txn]) -> list[TxnSpec]:
     return out
 
 
+def first_occurrence_groups(keys: np.ndarray, few: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """(group of every key, numbered in order of first occurrence; index of each group's first
+    key). A bus's transactions come in a few tens of kinds: then one comparison pass per group
+    finds it (no sort of every key); beyond ``few`` groups np.unique does the rest."""
+    n = len(keys)
+    group = np.full(n, -1, np.intp)
+    firsts: list[int] = []
+    at = 0
+    while at < n and len(firsts) < few:
+        firsts.append(at)
+        np.copyto(group, len(firsts) - 1, where=keys == keys[at])
+        left = group[at:] < 0
+        nxt = int(np.argmax(left))
+        if not left[nxt]:
+            return group, np.array(firsts, np.intp)
+        at += nxt
+    if at >= n:
+        return group, np.array(firsts, np.intp)
+    # many kinds: the rest grouped by sorting, numbered after the ones found so far
+    rest = np.flatnonzero(group < 0)
+    _, first, inv = np.unique(keys[rest], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.intp)
+    rank[order] = np.arange(len(firsts), len(firsts) + len(order))
+    group[rest] = rank[inv.reshape(-1)]
+    return group, np.concatenate((np.array(firsts, np.intp), rest[first[order]]))
+
+
 class _Irregular(Exception):
     """A transaction the column builder does not cover: render through TxnSpecs instead."""
 
@@ -257,14 +285,8 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     # Kinds by the identity of the proto tuples (equal protos in distinct tuples are two kinds of
     # the same shape: the same drawing), numbered in order of first occurrence: the identities as
     # numbers, grouped by numpy (no dict entry per transaction).
-    _, first, kind_a = np.unique(np.fromiter(map(id, col_of("proto")), i64, n), return_index=True,
-                                 return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), i64)
-    rank[order] = np.arange(len(order))
-    kind_a = rank[kind_a.reshape(-1)]
-    first = first[order].tolist()            # per kind: its first transaction
-    del order, rank
+    kind_a, first = first_occurrence_groups(np.fromiter(map(id, col_of("proto")), i64, n))
+    first = first.tolist()                   # per kind: its first transaction
     # what the proto covers, per kind from its first transaction
     k_first = [rows.txn(i) for i in first]
     k_width = np.array([t.width for t in k_first], i64)

@@ -143,3 +143,22 @@ def test_burst_ending_inside_the_buffers_partial_last_word():
     fast, ref = render_txns([t], None, **kw), render(to_specs([t]), masters=MASTERS, **kw)
     assert fast.signals["ad"][t.start + 2:t.start + 4].tolist() == [0, 0x100]
     _assert_same(fast, ref)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(-3, 40), max_size=120), st.sampled_from([1, 3, 64]))
+def test_first_occurrence_groups_equal_the_sorting_reference(keys, few):
+    # the comparison passes (few kinds) and the sorted rest (many) against np.unique
+    from pcitrace.sim.specs import first_occurrence_groups
+
+    a = np.array(keys, np.int64)
+    group, first = first_occurrence_groups(a, few)
+    if not len(a):
+        assert len(group) == 0 and len(first) == 0
+        return
+    _, ref_first, inv = np.unique(a, return_index=True, return_inverse=True)
+    order = np.argsort(ref_first, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    np.testing.assert_array_equal(group, rank[inv.reshape(-1)])
+    np.testing.assert_array_equal(first, ref_first[order])
