@@ -427,18 +427,17 @@ def _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
     temporaries - the burst pool and buffer lists, tens of MB at tens of millions of clocks -
     are gone before the renderer assembles the bus).
 
-    One gather: every word's place in a source table - the pool of the bursts' buffers, then
-    the single-phase words, then the words of irregular bursts - as a running sum (a
-    transaction's words are consecutive there, so the index steps by one except where a
-    transaction starts). No word index pair per word and scatter: at 10 M clocks each index
-    array was 20 MB."""
+    The bursts' words in one gather from the pool of their buffers, by each word's place in the
+    pool as a running sum (a burst's words are consecutive there, so the index steps by one
+    except where a burst starts) - no word index pair per word and scatter: at 10 M clocks each
+    index array was 20 MB; then the single-phase words (CSR accesses) and the rare irregular
+    bursts written over their places."""
     u64, i64 = np.uint64, np.int64
     nd = len(all_ad)
     if not nd:
         return
-    first = np.zeros(len(t_P), i64)            # per transaction: where its first word is
-    parts: list[np.ndarray] = []               # the source table, piece by piece
-    size = 0
+    first = np.zeros(len(t_P), i64)            # per transaction: where its first word is in the pool
+    pools: list[np.ndarray] = []
     burst = np.flatnonzero((t_P > 0) & (k_single == 0))
     if len(burst):
         # Bursts read their buffer's words (a frame, shared by its bursts) from one pool of every
@@ -468,8 +467,7 @@ def _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
                 # of every buffer first)
                 pads = map(_PADS[w].__getitem__, map(operator.mod, map(len, sel), itertools.repeat(w)))
                 raw = b"".join(itertools.chain.from_iterable(zip(sel, pads)))
-                parts.append(np.frombuffer(raw, "<u8") if w == 8 else np.frombuffer(raw, "<u4").astype(u64))
-                size += len(parts[-1])
+                pools.append(np.frombuffer(raw, "<u8") if w == 8 else np.frombuffer(raw, "<u4").astype(u64))
         order = np.concatenate([np.flatnonzero(uwb == 8), np.flatnonzero(uwb == 4)])
         ubase = np.empty(len(uniq), i64)
         ubase[order] = np.cumsum(nwords[order]) - nwords[order]
@@ -498,26 +496,27 @@ def _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned
                 raise _Irregular
             vals = np.array([int.from_bytes(c, "little") if c is not None else 0 for c in chunks], u64)
         vals <<= (k_single[single] - 1).astype(u64)
-        first[single] = size + np.arange(len(single))
-        parts.append(vals)
-        size += len(vals)
+    pool = np.concatenate(pools) if len(pools) > 1 else pools[0] if pools else np.zeros(0, u64)
+    del pools
+    if len(pool):        # (else no burst takes its words from the pool)
+        # (the single words and irregular bursts take pool word 0 here and are written below)
+        tx = np.flatnonzero(t_P > 0)
+        f = first[tx]
+        idx = np.ones(nd, np.intp)
+        # a transaction's first word jumps from where the previous one's last word was
+        jump = f.copy()
+        jump[1:] -= f[:-1] + t_P[tx[:-1]] - 1
+        idx[t_dbase[tx]] = jump
+        del f, jump
+        np.cumsum(idx, out=idx)
+        np.take(pool, idx, out=all_ad, mode="clip")      # (mode='raise' would buffer the out= array)
+        del idx
+    del pool
+    if len(single):
+        all_ad[t_dbase[single]] = vals
     for i in irregular:
         w = np.asarray(_words(rows.txn(i))[0], u64)
-        first[i] = size
-        parts.append(w)
-        size += len(w)
-    source = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    del parts
-    tx = np.flatnonzero(t_P > 0)
-    f = first[tx]
-    idx = np.ones(nd, np.intp)
-    # a transaction's first word jumps from where the previous one's last word was
-    jump = f.copy()
-    jump[1:] -= f[:-1] + t_P[tx[:-1]] - 1
-    idx[t_dbase[tx]] = jump
-    del f, jump, first
-    np.cumsum(idx, out=idx)
-    np.take(source, idx, out=all_ad, mode="clip")      # (mode='raise' would buffer the out= array)
+        all_ad[t_dbase[i]:t_dbase[i] + len(w)] = w
 
 
 def _kind(t: Txn, prev_end: int, ki: int, pcix: bool, width: int, with_ad: bool, reads, shapes, shape_list,
