@@ -475,11 +475,14 @@ class Ragged:
         vl = self.values[o[0]:o[-1]].tolist()
         return [vl[a - o[0]:z - o[0]] for a, z in zip(o[:-1], o[1:])]
 
-    def json_texts(self) -> list[str]:
-        """Every list as compact JSON (what json.dumps gives a list of ints)."""
-        texts = list(map(str, self.values.tolist()))
-        o = self.offsets.tolist()
-        return ["[" + ",".join(texts[a:z]) + "]" for a, z in zip(o[:-1], o[1:])]
+    def json_texts(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """Lists start..stop as compact JSON (what json.dumps gives a list of ints)."""
+        start, stop, _ = slice(start, stop).indices(len(self))
+        o = self.offsets[start:stop + 1].tolist()
+        if len(o) < 2:
+            return []
+        texts = list(map(str, self.values[o[0]:o[-1]].tolist()))
+        return ["[" + ",".join(texts[a - o[0]:z - o[0]]) + "]" for a, z in zip(o[:-1], o[1:])]
 
 
 class DictRows(Sequence):
@@ -514,13 +517,17 @@ class DictRows(Sequence):
     def __eq__(self, other):
         return list(self) == list(other)
 
-    def json_lines(self) -> list[str]:
+    def json_lines(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """Rows start..stop as the compact JSON objects json.dumps gives their dicts."""
         enc = _COMPACT.encode
         cols, parts = [], []
         for name, v in self.columns.items():
             if isinstance(v, Ragged):
-                cols.append(v.json_texts())
-            elif isinstance(v, np.ndarray):
+                cols.append(v.json_texts(start, stop))
+                parts.append(enc(name) + ":{}")
+                continue
+            v = v[start:stop]
+            if isinstance(v, np.ndarray):
                 if v.dtype.kind not in "iu":        # (str() of anything else is not its JSON)
                     raise TypeError(f"column {name}: {v.dtype} array")
                 cols.append(list(map(str, v.tolist())))
@@ -534,6 +541,12 @@ class DictRows(Sequence):
             parts.append(enc(name) + ":{}")
         template = "{{" + ",".join(parts) + "}}"
         return list(map(template.format, *cols)) if cols else []
+
+    def json_chunks(self, rows: int = 1 << 16):
+        """json_lines() in pieces of at most ``rows`` lines (a long capture's truth is hundreds
+        of MB of text: written piece by piece, never held whole)."""
+        for k in range(0, self._n, rows):
+            yield self.json_lines(k, k + rows)
 
 
 class RecordList(Sequence):
@@ -572,15 +585,16 @@ class RecordList(Sequence):
     def __eq__(self, other):
         return list(self) == list(other)
 
-    def json_lines(self) -> list[str]:
-        """Every record as the compact JSON object json.dumps gives its dict, built column by
-        column: each column's values encoded once (a text table once per distinct value), then
-        one format per record."""
+    def json_lines(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """Records start..stop as the compact JSON objects json.dumps gives their dicts, built
+        column by column: each column's values encoded once (a text table once per distinct
+        value), then one format per record."""
         enc = _COMPACT.encode
         names = list(FIELD_NAMES) + list(self.notes)
         cols, parts = [], []
+        n = len(range(len(self))[start:stop])
         for name in names:
-            v = self.columns[name] if name in self.columns else self.notes[name]
+            v = (self.columns[name] if name in self.columns else self.notes[name])[start:stop]
             same = None             # the JSON text of a column with one value throughout
             if isinstance(v, Strings):
                 table = [enc(x) for x in v.table]
@@ -601,8 +615,13 @@ class RecordList(Sequence):
             parts.append(enc(name) + ":" + ("{}" if same is None else same.replace("{", "{{").replace("}", "}}")))
         template = "{{" + ",".join(parts) + "}}"
         if not cols:
-            return [template.format()] * len(self)
+            return [template.format()] * n
         return list(map(template.format, *cols))
+
+    def json_chunks(self, rows: int = 1 << 16):
+        """json_lines() in pieces of at most ``rows`` records (see DictRows.json_chunks)."""
+        for k in range(0, len(self), rows):
+            yield self.json_lines(k, k + rows)
 
 
 def records_to_dicts(records, notes: dict[str, list] | None = None) -> list[dict]:
@@ -881,21 +900,30 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))   # what json.dumps(x, separa
 
 def truth_json(truth: dict) -> str:
     """Compact but diff-friendly: one line per record / frame / packet."""
+    return "".join(iter_truth_json(truth))
+
+
+def iter_truth_json(truth: dict):
+    """The text of :func:`truth_json` in pieces (tens of thousands of lines each): at tens of
+    millions of clocks the truth is hundreds of MB of JSON, and held whole it was most of the
+    time spent writing it (fresh pages for the text, its join and its UTF-8 copy)."""
     enc = _COMPACT.encode
-    parts = []
-    for k, v in truth.items():
+    yield "{\n"
+    for i, (k, v) in enumerate(truth.items()):
+        head = ("" if i == 0 else ",\n") + json.dumps(k)
         if isinstance(v, (RecordList, DictRows)) and len(v):
-            body = ",\n".join(v.json_lines())
-            parts.append(f"{json.dumps(k)}: [\n{body}\n]")
+            yield head + ": [\n"
+            for j, lines in enumerate(v.json_chunks()):
+                yield ("" if j == 0 else ",\n") + ",\n".join(lines)
+            yield "\n]"
         elif isinstance(v, list) and len(v):
-            body = ",\n".join(map(enc, v))
-            parts.append(f"{json.dumps(k)}: [\n{body}\n]")
+            yield head + ": [\n" + ",\n".join(map(enc, v)) + "\n]"
         elif isinstance(v, dict) and v:
             body = ",\n".join(f"{json.dumps(kk)}: {enc(vv)}" for kk, vv in v.items())
-            parts.append(f"{json.dumps(k)}: {{\n{body}\n}}")
+            yield head + f": {{\n{body}\n}}"
         else:                       # (an empty record list is an empty JSON list too)
-            parts.append(f"{json.dumps(k)}: {json.dumps([] if isinstance(v, (RecordList, DictRows)) else v)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+            yield head + f": {json.dumps([] if isinstance(v, (RecordList, DictRows)) else v)}"
+    yield "\n}\n"
 
 
 def load_truth(path: str | os.PathLike) -> dict:
@@ -919,6 +947,7 @@ def write_outputs(result: SimResult, path: str | os.PathLike) -> tuple[Path, Pat
                             fix="create it or choose another -o path")
     write_capture(result.capture, cap_path)
     save_profile(file_profile(result.profile, result.capture), prof_path)
-    with atomic_path(truth_path) as tmp:
-        Path(tmp).write_text(truth_json(result.truth), encoding="utf-8")
+    with atomic_path(truth_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for piece in iter_truth_json(result.truth):
+            f.write(piece)
     return cap_path, prof_path, truth_path

@@ -429,7 +429,31 @@ def test_packet_rows_read_and_encode_as_the_dicts_they_hold(data, n):
     want = [{"a": ints[i], "lists": flat[offs[i]:offs[i + 1]], "o": objs[i]} for i in range(n)]
     assert len(rows) == n and list(rows) == want and rows == want
     assert rows.json_lines() == [_COMPACT.encode(d) for d in want]
+    # written in pieces: any piece size gives the same lines
+    size = data.draw(st.integers(1, 5))
+    assert [line for piece in rows.json_chunks(size) for line in piece] == rows.json_lines()
+    a, z = data.draw(st.integers(0, n)), data.draw(st.integers(0, n))
+    assert rows.json_lines(a, z) == rows.json_lines()[a:z]
     if n:
         k = data.draw(st.integers(-n, n - 1))
         assert rows[k] == want[k] and rows[1:n:2] == want[1:n:2]
         assert all(type(x) is type(y) for d, e in zip(rows, want) for x, y in zip(d.values(), e.values()))
+
+
+def test_the_truth_is_written_in_pieces_as_one_text(tmp_path, monkeypatch):
+    # write_outputs streams the truth piece by piece; small pieces must join to truth_json's text
+    from pcitrace.sim import output
+    from pcitrace.sim.output import DictRows, RecordList, write_outputs
+
+    r = simulate(scenario_from_dict(_stretched("state", "pci")))
+    whole = truth_json(r.truth)
+    recs = r.truth["records"]
+    assert [x for p in recs.json_chunks(7) for x in p] == recs.json_lines()
+    assert recs.json_lines(5, 40) == recs.json_lines()[5:40]
+    for cls in (RecordList, DictRows):
+        chunks = cls.json_chunks
+        monkeypatch.setattr(cls, "json_chunks", lambda self, rows=1 << 16, c=chunks: c(self, 13))
+    pieces = list(output.iter_truth_json(r.truth))
+    assert len(pieces) > 50 and "".join(pieces) == whole
+    _, _, truth_path = write_outputs(r, tmp_path / "x.sr")
+    assert truth_path.read_text(encoding="utf-8") == whole
