@@ -654,7 +654,7 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
 def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_req64, t_ack64,
               t_master, t_cmd, t_addr, t_dac, t_px, par_flips, reasserted, h_ad, h_cbe, data_parts, be_parts,
               n_words, clock, *, mode, width, clock_hz, bus, masters, gnt_master, with_ad, tail,
-              total_clocks, lean: bool = False) -> RenderedBus:
+              total_clocks, lean: bool = False, tables=None, t_bytes=None) -> RenderedBus:
     """The vectorised half of :func:`render`: per-clock signals and truth from the per-transaction
     columns (shape index, address clock, idle clocks, header / data word bases, ...) that its
     loop - or :func:`pcitrace.sim.specs.render_txns`, straight from the model - collected.
@@ -662,7 +662,11 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     the entry of the bus before anything (0 / 0xFF). ``lean``: what a capture needs only - no
     words table (``words`` is empty), REQ#/GNT# only of ``gnt_master`` (no ``req_n:NAME`` /
     ``gnt_n:NAME`` lines), and the records as :class:`RecordColumns` (the caller writes them
-    into its merged record array): at tens of millions of clocks the rest is hundreds of MB."""
+    into its merged record array): at tens of millions of clocks the rest is hundreds of MB.
+    ``tables`` (render_txns): the value tables ``(AD, C/BE#)`` - the data words, then the header
+    entries - built in place with the words as the bus carries them (a 32-bit transfer's
+    AD[63:32] zero and C/BE#[7:4] high), instead of ``h_ad``/``h_cbe``/``data_parts``/``be_parts``;
+    ``t_bytes``: the records' bytes, when the caller knows them."""
     pcix = mode == "pcix"
     table = command_table(mode)
     names = {c: table[c][0] for c in range(16)}
@@ -712,39 +716,41 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     t_from = t_start_a - t_idle_a            # each transaction's first clock (its idle run's)
     nd = n_words
 
-    prebuilt = isinstance(data_parts, np.ndarray)     # render_txns: the words and byte enables
-    if prebuilt:
-        all_ad = data_parts
+    wide_t = np.asarray(t_wide, bool)
+    wide_w = None          # per data word (no word -> transaction index array), when needed
+    if tables is not None:
+        val_ad, val_be = tables
+        all_ad, all_be = val_ad[:nd], val_be[:nd]
     else:
         all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
             if data_parts else np.zeros(0, np.uint64)
-    wide_t = np.asarray(t_wide, bool)
-    wide_w = np.repeat(wide_t, t_P_a)         # per data word (no word -> transaction index array)
-    all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
-    if prebuilt:
-        all_be = np.asarray(be_parts, np.uint8)
-    elif any(b is not None for b in be_parts):
-        zero = np.zeros(int(t_P_a.max()), np.uint8)
-        parts = []
-        for d, b in zip(data_parts, be_parts):
-            if b is None:
-                parts.append(zero[:len(d)])
-            elif isinstance(b, (int, np.integer)):
-                parts.append(np.full(len(d), int(b) & 0xFF, np.uint8))
-            else:
-                parts.append(b if isinstance(b, np.ndarray) else np.asarray(b, dtype=np.int64))
-        lens = np.fromiter(map(len, parts), np.int64, len(parts))
-        bad = np.flatnonzero(lens != t_P_a[t_P_a > 0])
-        if len(bad):
-            t = int(np.flatnonzero(t_P_a > 0)[bad[0]])
-            raise PcitraceError(f"transaction {t}: {lens[bad[0]]} byte enables for {t_P[t]} data phases",
-                                fix="give one C/BE# value per completed data phase")
-        all_be = np.concatenate(parts).astype(np.uint8)
-    else:
-        all_be = np.zeros(nd, np.uint8)
-    all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
-    val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
-    val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
+        wide_w = np.repeat(wide_t, t_P_a)
+        all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
+        if any(b is not None for b in be_parts):
+            zero = np.zeros(int(t_P_a.max()), np.uint8)
+            parts = []
+            for d, b in zip(data_parts, be_parts):
+                if b is None:
+                    parts.append(zero[:len(d)])
+                elif isinstance(b, (int, np.integer)):
+                    parts.append(np.full(len(d), int(b) & 0xFF, np.uint8))
+                else:
+                    parts.append(b if isinstance(b, np.ndarray) else np.asarray(b, dtype=np.int64))
+            lens = np.fromiter(map(len, parts), np.int64, len(parts))
+            bad = np.flatnonzero(lens != t_P_a[t_P_a > 0])
+            if len(bad):
+                t = int(np.flatnonzero(t_P_a > 0)[bad[0]])
+                raise PcitraceError(f"transaction {t}: {lens[bad[0]]} byte enables for {t_P[t]} data phases",
+                                    fix="give one C/BE# value per completed data phase")
+            all_be = np.concatenate(parts).astype(np.uint8)
+        else:
+            all_be = np.zeros(nd, np.uint8)
+        all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
+        val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
+        val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
+    # (a 32-bit bus: every transfer is 32 bits, so the data words need no masking; C/BE#[7:4]
+    # is masked in the tables - all_be may be a view of them: the words and records read only
+    # C/BE#[3:0] of a 32-bit transfer)
     if width == 32:
         val_ad &= np.uint64(0xFFFFFFFF)
         val_be &= 0xF
@@ -992,7 +998,11 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     rec["start_ps"] = times(t_start_a)
     rec["end_ps"] = times(t_end_a)
     lo_be = all_be & 0xF
-    if with_ad:
+    if wide_w is None and (not lean or (with_ad and t_bytes is None)):
+        wide_w = np.repeat(wide_t, t_P_a)
+    if with_ad and t_bytes is not None:
+        rec["bytes"] = t_bytes
+    elif with_ad:
         # Bytes per record: its lanes (8 or 4 per data phase) less the disabled ones, summed over
         # the few words that disable any (no per-word int64 counts and running sum: three
         # arrays of 8 bytes a word, tens of MB at 10 M clocks). Exact integers.

@@ -327,19 +327,35 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     t_start = np.cumsum(step) - t_shend - 1        # sum of the idles up to i + the spans before i
     clock = int(t_start[-1] + t_shend[-1] + 1)
 
-    # -- data words -------------------------------------------------------------------------------------
+    # -- the value tables: data words, then header entries (the renderer's own layout, filled in
+    # place: no copy of the words into it) -------------------------------------------------------------
     t_dbase = np.cumsum(t_P) - t_P
     nd = int(t_P.sum())
-    all_ad = np.empty(nd, u64)          # (every word is written)
+    nh = 1 + t_dac + pcix + 1
+    t_hbase = 1 + np.cumsum(nh) - nh
+    t_pend = t_hbase + nh - 1
+    nh_all = 1 + int(nh.sum())
+    val_ad = np.empty(nd + nh_all, u64)
+    val_be = np.empty(nd + nh_all, np.uint8)
+    all_ad, ad_a = val_ad[:nd], val_ad[nd:]          # (every data word is written)
+    all_be, cbe_a = val_be[:nd], val_be[nd:]
     nbytes = k_nbytes[kind_a]
     datas = col_of("data")
     offs = np.fromiter(col_of("data_off"), i64, n)
     _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad)
     del datas
-    be_off = np.cumsum([len(b) for b in kind_be]) - [len(b) for b in kind_be]
-    be_flat = np.concatenate(kind_be).astype(np.uint8)
-    all_be = be_flat[np.repeat(np.asarray(be_off, i64)[kind_a] - t_dbase, t_P) + np.arange(nd)] \
-        if nd else np.zeros(0, np.uint8)
+    # Byte enables: most phases enable every lane (0); each kind's other ones are written at its
+    # transactions' phases. And the records' bytes by kind: its lanes less the disabled ones.
+    all_be[:] = 0
+    k_bytes = np.zeros(len(kind_be), i64)
+    for k, be in enumerate(kind_be):
+        wide_k = kt[k][4]
+        k_bytes[k] = len(be) * (8 if wide_k else 4) - int(np.bitwise_count(be & (0xFF if wide_k else 0x0F)).sum())
+        nz = np.flatnonzero(be)
+        if len(nz):
+            at = t_dbase[kind_a == k]
+            all_be[(at[:, None] + nz).reshape(-1)] = np.tile(be[nz], len(at))
+    t_bytes = k_bytes[kind_a]
 
     # -- header tables: address (and DAC high half), PCI-X attribute, the stop slot's value ----------------
     has_data = nbytes > 0
@@ -349,12 +365,8 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
         tag = np.array([max(x, 0) for x in col_of("tag")], i64) & 0x1F
         comp = (t_cmd == 0xC) & ~t_dac
         a = np.where(comp, (a & u64(0x7F)) | (req.astype(u64) << u64(8)) | (tag.astype(u64) << u64(24)), a)
-    nh = 1 + t_dac + pcix + 1
-    t_hbase = 1 + np.cumsum(nh) - nh
-    t_pend = t_hbase + nh - 1
-    nh_all = 1 + int(nh.sum())
-    ad_a = np.zeros(nh_all, u64)
-    cbe_a = np.full(nh_all, 0xFF, np.uint8)
+    ad_a[:] = 0
+    cbe_a[:] = 0xFF
     cmd8 = t_cmd.astype(np.uint8)
     lo = ~t_dac
     ad_a[t_hbase[lo]] = a[lo]
@@ -402,10 +414,11 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     t_master = k_master[kind_a]
     purpose, packet, pcix_col = B.Strings(k_purpose, kind_a), np.fromiter(col_of("packet"), i64, n), k_pcix[kind_a]
     rb = B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
-                       t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], ad_a, cbe_a,
-                       all_ad, all_be, nd, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
+                       t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], None, None,
+                       None, None, nd, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
                        masters=MASTERS, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
-                       total_clocks=total_clocks, lean=lean)
+                       total_clocks=total_clocks, lean=lean, tables=(val_ad, val_be), t_bytes=t_bytes)
+    del val_ad, val_be, all_ad, all_be, ad_a, cbe_a
     # what the truth needs of the transactions besides the records: no second pass over them
     rb.txn_columns = {"start": starts, "end": ends, "master": t_master, "purpose": purpose,
                       "packet": packet, "pcix": pcix_col, "nbytes": nbytes, "retry": k_retry[kind_a]}
@@ -552,6 +565,8 @@ def _kind(t: Txn, prev_end: int, ki: int, pcix: bool, width: int, with_ad: bool,
         be_arr = np.asarray(be, dtype=np.int64).astype(np.uint8)
         if len(be_arr) != P:
             raise _Irregular
+        if not wide:
+            be_arr = (be_arr & 0x0F) | 0xF0        # as the bus carries it: C/BE#[7:4] high
         kind_be.append(be_arr)
         be_last = int(be_arr[-1])
         pend_cbe = be_last & 0xFF if wide else (be_last & 0xF) | 0xF0
