@@ -517,36 +517,96 @@ class DictRows(Sequence):
     def __eq__(self, other):
         return list(self) == list(other)
 
-    def json_lines(self, start: int = 0, stop: int | None = None) -> list[str]:
-        """Rows start..stop as the compact JSON objects json.dumps gives their dicts."""
+    def _json_fields(self, start: int, stop: int | None) -> tuple[int, list]:
+        """Rows start..stop as :func:`_lines_by_format` / :func:`_text_by_join` take them."""
         enc = _COMPACT.encode
-        cols, parts = [], []
+        fields = []
         for name, v in self.columns.items():
             if isinstance(v, Ragged):
-                cols.append(v.json_texts(start, stop))
-                parts.append(enc(name) + ":{}")
+                fields.append((enc(name), None, v.json_texts(start, stop)))
                 continue
             v = v[start:stop]
             if isinstance(v, np.ndarray):
                 if v.dtype.kind not in "iu":        # (str() of anything else is not its JSON)
                     raise TypeError(f"column {name}: {v.dtype} array")
-                cols.append(list(map(str, v.tolist())))
+                col = _int_texts(v)
             elif all(x.__class__ is bool for x in v):
-                cols.append(["true" if x else "false" for x in v])
+                col = ["true" if x else "false" for x in v]
             else:
                 # (a text per distinct value; by type too, as True == 1 but their JSON differs)
                 keys = [(x.__class__, x) for x in v]
                 table = {k: enc(k[1]) for k in set(keys)}
-                cols.append([table[k] for k in keys])
-            parts.append(enc(name) + ":{}")
-        template = "{{" + ",".join(parts) + "}}"
-        return list(map(template.format, *cols)) if cols else []
+                col = [table[k] for k in keys]
+            fields.append((enc(name), None, col))
+        return len(range(self._n)[start:stop]), fields
+
+    def json_lines(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """Rows start..stop as the compact JSON objects json.dumps gives their dicts."""
+        n, fields = self._json_fields(start, stop)
+        return _lines_by_format(n, fields) if fields else []
 
     def json_chunks(self, rows: int = 1 << 16):
-        """json_lines() in pieces of at most ``rows`` lines (a long capture's truth is hundreds
-        of MB of text: written piece by piece, never held whole)."""
+        """``",\n".join(json_lines())`` in pieces of at most ``rows`` lines (a long capture's
+        truth is hundreds of MB of text: written piece by piece, never held whole)."""
         for k in range(0, self._n, rows):
-            yield self.json_lines(k, k + rows)
+            n, fields = self._json_fields(k, k + rows)
+            yield _text_by_join(n, fields) if fields else ""
+
+
+_BOOL_TEXT = np.array(["false", "true"], dtype=object)
+
+
+def _int_texts(v: np.ndarray) -> list[str]:
+    """``list(map(str, v.tolist()))``: the decimal texts of an int array. A column of few
+    distinct small values (clocks, widths, byte counts: most of a record's) takes them from a
+    table of its range's texts by one gather."""
+    if len(v) > 256:
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo < 4096:
+            table = np.array([str(x) for x in range(lo, hi + 1)], dtype=object)
+            return table[(v - lo).astype(np.intp)].tolist()
+    return list(map(str, v.tolist()))
+
+
+def _lines_by_format(n: int, fields: list) -> list[str]:
+    """``n`` JSON objects from their fields (key text, the text of a value all share or None,
+    else the column of value texts): one str.format per object. The reference for
+    :func:`_text_by_join`."""
+    parts = [k + ":" + ("{}" if col is not None else same.replace("{", "{{").replace("}", "}}"))
+             for k, same, col in fields]
+    template = "{{" + ",".join(parts) + "}}"
+    cols = [col for _, _, col in fields if col is not None]
+    return list(map(template.format, *cols)) if cols else [template.format()] * n
+
+
+def _text_by_join(n: int, fields: list, sep: str = ",\n") -> str:
+    """``sep.join(_lines_by_format(n, fields))`` as one join over the objects' pieces laid out
+    side by side (literal, value, literal, value, ...): str.format parses its template again
+    for every object, which was most of the time spent writing a long truth file."""
+    lits, cols = [], []
+    cur = "{"
+    for j, (k, same, col) in enumerate(fields):
+        cur += ("," if j else "") + k + ":"
+        if col is None:
+            cur += same
+        else:
+            lits.append(cur)
+            cols.append(col)
+            cur = ""
+    tail = cur + "}"
+    if n == 0:
+        return ""
+    if not cols:
+        return sep.join([tail] * n)
+    w = 2 * len(cols)           # per object: its first literal (after the previous object), a value, ...
+    pieces = [tail + sep + lits[0]] * (n * w)
+    pieces[0] = lits[0]
+    for j, col in enumerate(cols):
+        pieces[2 * j + 1::w] = col
+        if j:
+            pieces[2 * j::w] = [lits[j]] * n
+    pieces.append(tail)
+    return "".join(pieces)
 
 
 class RecordList(Sequence):
@@ -585,43 +645,46 @@ class RecordList(Sequence):
     def __eq__(self, other):
         return list(self) == list(other)
 
-    def json_lines(self, start: int = 0, stop: int | None = None) -> list[str]:
-        """Records start..stop as the compact JSON objects json.dumps gives their dicts, built
+    def _json_fields(self, start: int, stop: int | None) -> tuple[int, list]:
+        """Records start..stop as :func:`_lines_by_format` / :func:`_text_by_join` take them,
         column by column: each column's values encoded once (a text table once per distinct
-        value), then one format per record."""
+        value); a column with one value throughout is one text."""
         enc = _COMPACT.encode
         names = list(FIELD_NAMES) + list(self.notes)
-        cols, parts = [], []
+        fields = []
         n = len(range(len(self))[start:stop])
         for name in names:
             v = (self.columns[name] if name in self.columns else self.notes[name])[start:stop]
-            same = None             # the JSON text of a column with one value throughout
+            same, col = None, None
             if isinstance(v, Strings):
                 table = [enc(x) for x in v.table]
                 if len(v) and (v.codes == v.codes[0]).all():
                     same = table[v.codes[0]]
                 else:
-                    cols.append([table[c] for c in v.codes.tolist()])
+                    col = [table[c] for c in v.codes.tolist()]
             elif isinstance(v, np.ndarray) and len(v) and (v == v[0]).all():
                 same = enc(v[0].item())
             elif isinstance(v, np.ndarray) and v.dtype == bool:
-                cols.append(["true" if x else "false" for x in v.tolist()])
+                col = _BOOL_TEXT[v.view(np.uint8)].tolist()
             elif isinstance(v, np.ndarray):
-                cols.append(list(map(str, v.tolist())))
+                col = _int_texts(v)
             else:                   # the notes: python objects
                 memo: dict = {}
-                cols.append([memo[x] if x in memo else memo.setdefault(x, enc(x)) for x in v])
-            # constant columns go into the format itself (braces doubled), the rest are placeholders
-            parts.append(enc(name) + ":" + ("{}" if same is None else same.replace("{", "{{").replace("}", "}}")))
-        template = "{{" + ",".join(parts) + "}}"
-        if not cols:
-            return [template.format()] * n
-        return list(map(template.format, *cols))
+                col = [memo[x] if x in memo else memo.setdefault(x, enc(x)) for x in v]
+            if col is None and same is None:        # (an empty slice)
+                col = []
+            fields.append((enc(name), same, col))
+        return n, fields
+
+    def json_lines(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """Records start..stop as the compact JSON objects json.dumps gives their dicts."""
+        return _lines_by_format(*self._json_fields(start, stop))
 
     def json_chunks(self, rows: int = 1 << 16):
-        """json_lines() in pieces of at most ``rows`` records (see DictRows.json_chunks)."""
+        """``",\n".join(json_lines())`` in pieces of at most ``rows`` records (see
+        DictRows.json_chunks)."""
         for k in range(0, len(self), rows):
-            yield self.json_lines(k, k + rows)
+            yield _text_by_join(*self._json_fields(k, k + rows))
 
 
 def records_to_dicts(records, notes: dict[str, list] | None = None) -> list[dict]:
@@ -913,8 +976,8 @@ def iter_truth_json(truth: dict):
         head = ("" if i == 0 else ",\n") + json.dumps(k)
         if isinstance(v, (RecordList, DictRows)) and len(v):
             yield head + ": [\n"
-            for j, lines in enumerate(v.json_chunks()):
-                yield ("" if j == 0 else ",\n") + ",\n".join(lines)
+            for j, text in enumerate(v.json_chunks()):
+                yield ("" if j == 0 else ",\n") + text
             yield "\n]"
         elif isinstance(v, list) and len(v):
             yield head + ": [\n" + ",\n".join(map(enc, v)) + "\n]"

@@ -431,7 +431,7 @@ def test_packet_rows_read_and_encode_as_the_dicts_they_hold(data, n):
     assert rows.json_lines() == [_COMPACT.encode(d) for d in want]
     # written in pieces: any piece size gives the same lines
     size = data.draw(st.integers(1, 5))
-    assert [line for piece in rows.json_chunks(size) for line in piece] == rows.json_lines()
+    assert ",\n".join(rows.json_chunks(size)) == ",\n".join(rows.json_lines())
     a, z = data.draw(st.integers(0, n)), data.draw(st.integers(0, n))
     assert rows.json_lines(a, z) == rows.json_lines()[a:z]
     if n:
@@ -448,7 +448,7 @@ def test_the_truth_is_written_in_pieces_as_one_text(tmp_path, monkeypatch):
     r = simulate(scenario_from_dict(_stretched("state", "pci")))
     whole = truth_json(r.truth)
     recs = r.truth["records"]
-    assert [x for p in recs.json_chunks(7) for x in p] == recs.json_lines()
+    assert ",\n".join(recs.json_chunks(7)) == ",\n".join(recs.json_lines())
     assert recs.json_lines(5, 40) == recs.json_lines()[5:40]
     for cls in (RecordList, DictRows):
         chunks = cls.json_chunks
@@ -457,3 +457,16 @@ def test_the_truth_is_written_in_pieces_as_one_text(tmp_path, monkeypatch):
     assert len(pieces) > 50 and "".join(pieces) == whole
     _, _, truth_path = write_outputs(r, tmp_path / "x.sr")
     assert truth_path.read_text(encoding="utf-8") == whole
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n=st.integers(0, 700), dtype=st.sampled_from([np.int64, np.uint64, np.int32, np.uint8]))
+def test_int_column_texts_are_str_of_each_value(data, n, dtype):
+    from pcitrace.sim.output import _int_texts
+
+    info = np.iinfo(dtype)
+    lo = data.draw(st.integers(int(info.min), int(info.max)))
+    span = data.draw(st.sampled_from([0, 1, 3, 4095, 4096, 10 ** 6, int(info.max) - int(info.min)]))
+    hi = min(int(info.max), lo + span)
+    v = np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), dtype)
+    assert _int_texts(v) == list(map(str, v.tolist()))
