@@ -657,11 +657,11 @@ class RecordList(Sequence):
             v = (self.columns[name] if name in self.columns else self.notes[name])[start:stop]
             same, col = None, None
             if isinstance(v, Strings):
-                table = [enc(x) for x in v.table]
+                table = np.array([enc(x) for x in v.table], dtype=object)       # (texts, gathered by code)
                 if len(v) and (v.codes == v.codes[0]).all():
                     same = table[v.codes[0]]
                 else:
-                    col = [table[c] for c in v.codes.tolist()]
+                    col = table[v.codes].tolist()
             elif isinstance(v, np.ndarray) and len(v) and (v == v[0]).all():
                 same = enc(v[0].item())
             elif isinstance(v, np.ndarray) and v.dtype == bool:
