@@ -307,6 +307,25 @@ def _parity(ad: np.ndarray, cbe: np.ndarray, par: np.ndarray, par64: np.ndarray 
         out &= 1
 
 
+def _hold(lines, a: int, b: int, v: int, val_ad: np.ndarray, val_be: np.ndarray, total: int) -> None:
+    """Clocks a..b-1 of an idle bus showing value-table entry ``v``, into the per-clock ``lines``
+    (AD, C/BE#, FRAME#, IRDY#, TRDY#, STOP#, PAR, PAR64, state codes; PAR64 / codes may be
+    None); their parity goes on clocks a+1..b (the bus's last clock has none)."""
+    ad, cbe, f_n, irdy_n, trdy_n, stop_n, par, par64, code = lines
+    ad[a:b] = val_ad[v]
+    cbe[a:b] = val_be[v]
+    for line, table in ((f_n, _F), (irdy_n, _I), (trdy_n, _T), (stop_n, _S)):
+        line[a:b] = table[IDLE]
+    if code is not None:
+        code[a:b] = IDLE
+    p, p64 = np.empty(1, np.uint8), np.empty(1, np.uint8)
+    _parity(val_ad[v:v + 1], val_be[v:v + 1], p, p64, np.empty(1, np.uint8))
+    e = min(b + 1, total)
+    par[a + 1:e] = p[0]
+    if par64 is not None:
+        par64[a + 1:e] = p64[0]
+
+
 @dataclasses.dataclass
 class _Shape:
     """The clock pattern of one kind of transaction, relative to its address phase.
@@ -775,9 +794,12 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     # clocks only for the words table and injected parity errors
     code = None if lean else np.empty(total, np.uint8)
     data_clocks = np.empty(nd, i64) if not lean or par_flips else None
+    sig_out = (ad, cbe, f_n, irdy_n, trdy_n, stop_n, par, par64, code)
     nodev_parts = []                          # clocks where DEVSEL# is forced off
     cuts = np.searchsorted(t_from, np.arange(CLOCK_BLOCK, clock, CLOCK_BLOCK, dtype=i64)) if ntx else []
-    bounds = sorted(set([0, ntx, *np.asarray(cuts).tolist()]))
+    # (a transaction after a long quiet spell starts a block: its idle run is held, see below)
+    quiet = np.flatnonzero(t_idle_a > CLOCK_BLOCK) if ntx else []
+    bounds = sorted(set([0, ntx, *np.asarray(cuts).tolist(), *np.asarray(quiet).tolist()]))
     blocks = list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
     carry = -1            # the word the bus shows before the block (before anything: header entry 0)
     w0 = 0
@@ -828,10 +850,20 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         np.subtract(nd - 1, rw, out=rw, where=neg)
         np.negative(rs, out=rs, where=neg)
         del neg
+        if c1 - c0 != int(rl.sum()):   # internal consistency of the run builder
+            raise AssertionError(f"clocks {c0}..{c1} drawn in {int(rl.sum())} clocks")
+        # A long quiet spell (the block's first run, or the tail) is one value held: drawn as
+        # such, so that no block temporary grows with it.
+        if rl[0] > CLOCK_BLOCK:
+            _hold(sig_out, c0, c0 + int(rl[0]), int(rw[0]), val_ad, val_be, total)
+            c0 += int(rl[0])
+            rl[0] = 0
+        if last and rl[-1] > CLOCK_BLOCK:
+            _hold(sig_out, c1 - int(rl[-1]), c1, int(rw[-1]), val_ad, val_be, total)
+            c1 -= int(rl[-1])
+            rl[-1] = 0
         run_at = np.cumsum(rl)                      # (block clocks)
         run_at -= rl
-        if c1 - c0 != int(run_at[-1] + rl[-1]):   # internal consistency of the run builder
-            raise AssertionError(f"clocks {c0}..{c1} drawn in {int(run_at[-1] + rl[-1])} clocks")
         if code is not None:
             code[c0:c1] = np.repeat(rc, rl)
         idx = np.repeat(rw, rl)
@@ -868,7 +900,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         o &= 1
         np.right_shift(bits, 3, out=stop_n[c0:c1])      # (the top bit: nothing to mask)
         # PAR/PAR64 of clock c are on clock c + 1 (the bus's last clock has none)
-        e = min(c1, total - 1) - c0
+        e = max(0, min(c1, total - 1) - c0)
         if len(t8) < e:
             t8 = np.empty(e, np.uint8)
         _parity(a[:e], c[:e], par[c0 + 1:c0 + 1 + e], None if par64 is None else par64[c0 + 1:c0 + 1 + e], t8)
