@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,37 +111,24 @@ def _same_simulation(a, b):
         assert ra[name].dtype == rb[name].dtype and np.array_equal(ra[name], rb[name]), name
 
 
-@settings(max_examples=8, deadline=None)
+@pytest.mark.parametrize("part, reference", [("draws", "NumpyDraws"), ("engine", "Engine")])
+@settings(max_examples=7, deadline=None)
 @given(p=SCENARIOS)
-def test_fast_draws_simulate_what_numpy_draws_do(p):
+def test_the_models_fast_parts_simulate_what_their_references_do(part, reference, p):
+    # Model.draws (block draws vs numpy's Generator) and Model.engine (the C scheduler vs
+    # model.Engine): whole simulations through each fast part and through its reference
     from pcitrace.sim import model
     from pcitrace.sim.output import simulate
 
+    fast_part = getattr(model.Model, part)
+    assert fast_part is {"draws": model.Draws, "engine": model.FastEngine}[part] is not None
     sc = _scenario(p)
     fast = simulate(sc)
-    model.Model.draws = model.NumpyDraws
+    setattr(model.Model, part, getattr(model, reference))
     try:
         ref = simulate(sc)
     finally:
-        model.Model.draws = model.Draws
-    assert len(fast.truth["records"]) > 50
-    _same_simulation(fast, ref)
-
-
-@settings(max_examples=6, deadline=None)
-@given(p=SCENARIOS)
-def test_compiled_engine_simulates_what_the_python_engine_does(p):
-    from pcitrace.sim import model
-    from pcitrace.sim.output import simulate
-
-    assert model.Model.engine is model.FastEngine is not None
-    sc = _scenario(p)
-    fast = simulate(sc)
-    model.Model.engine = model.Engine
-    try:
-        ref = simulate(sc)
-    finally:
-        model.Model.engine = model.FastEngine
+        setattr(model.Model, part, fast_part)
     assert len(fast.truth["records"]) > 50
     _same_simulation(fast, ref)
 
