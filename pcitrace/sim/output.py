@@ -522,11 +522,11 @@ class DictRows(Sequence):
         enc = _COMPACT.encode
         fields = []
         for name, v in self.columns.items():
+            if not isinstance(v, Ragged):
+                v = v[start:stop]
             if isinstance(v, Ragged):
-                fields.append((enc(name), None, v.json_texts(start, stop)))
-                continue
-            v = v[start:stop]
-            if isinstance(v, np.ndarray):
+                col = v.json_texts(start, stop)
+            elif isinstance(v, np.ndarray):
                 if v.dtype.kind not in "iu":        # (str() of anything else is not its JSON)
                     raise TypeError(f"column {name}: {v.dtype} array")
                 col = _int_texts(v)
@@ -671,8 +671,6 @@ class RecordList(Sequence):
             else:                   # the notes: python objects
                 memo: dict = {}
                 col = [memo[x] if x in memo else memo.setdefault(x, enc(x)) for x in v]
-            if col is None and same is None:        # (an empty slice)
-                col = []
             fields.append((enc(name), same, col))
         return n, fields
 
