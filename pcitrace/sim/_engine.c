@@ -106,19 +106,10 @@ static Ev heap_pop(EngineObject *e)
 
 /* -- helpers ---------------------------------------------------------------------------- */
 
-/* int(obj) as a C long long (what the Python engine's int() calls do); -1 with an error set */
-static int as_ll(PyObject *obj, long long *out)
-{
-    PyObject *i = PyNumber_Long(obj);
-    if (i == NULL)
-        return -1;
-    *out = PyLong_AsLongLong(i);
-    Py_DECREF(i);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-/* int(obj) as a time: saturated to [LLONG_MIN, LLONG_MAX] (see TIME_MAX) */
-static int as_time(PyObject *obj, long long *out)
+/* int(obj) as a C long long (what the Python engine's int() calls do); beyond its range an
+ * OverflowError, or with saturate the nearest end of the range (times: see TIME_MAX).
+ * -1 with an error set */
+static int to_ll(PyObject *obj, long long *out, int saturate)
 {
     PyObject *i = PyNumber_Long(obj);
     if (i == NULL)
@@ -126,9 +117,24 @@ static int as_time(PyObject *obj, long long *out)
     int overflow;
     *out = PyLong_AsLongLongAndOverflow(i, &overflow);
     Py_DECREF(i);
-    if (overflow)
+    if (overflow) {
+        if (!saturate) {
+            PyErr_SetString(PyExc_OverflowError, "Python int too large to convert to C long long");
+            return -1;
+        }
         *out = overflow > 0 ? LLONG_MAX : LLONG_MIN;
+    }
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int as_ll(PyObject *obj, long long *out)
+{
+    return to_ll(obj, out, 0);
+}
+
+static int as_time(PyObject *obj, long long *out)
+{
+    return to_ll(obj, out, 1);
 }
 
 static inline long long add_time(long long a, long long b)
