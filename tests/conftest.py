@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+DATA = ROOT / "tests" / "data"          # copies of ../shared's independent data: see tests/data/README.md
 SAMPLES = ROOT / "samples"
 DECODERS = ROOT / "decoders"
-OPENCORES_VCD = SHARED / "conformance" / "opencores-pci" / "pci_bus.vcd.gz"
-OPENCORES_MON = SHARED / "conformance" / "opencores-pci" / "pci_mon.log"
-UDP_TOOLS = SHARED / "reference" / "udp-tools"
+OPENCORES_VCD = DATA / "conformance" / "opencores-pci" / "pci_bus.vcd.gz"
+OPENCORES_MON = DATA / "conformance" / "opencores-pci" / "pci_mon.log"
+UDP_TOOLS = DATA / "udp-tools"
 
 
 @pytest.fixture(scope="session")
@@ -35,5 +35,5 @@ def sigrok_cli() -> str:
 @pytest.fixture(scope="session")
 def opencores_vcd() -> Path:
     if not OPENCORES_VCD.exists():
-        pytest.fail(f"{OPENCORES_VCD} missing: the conformance data lives in ../shared beside the checkout")
+        pytest.fail(f"{OPENCORES_VCD} missing: tests/data holds the conformance data (see tests/data/README.md)")
     return OPENCORES_VCD

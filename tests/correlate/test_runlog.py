@@ -1,4 +1,4 @@
-"""Every real tool output in ../shared/reference/udp-tools is read; values pinned to the files."""
+"""Every real tool output in tests/data/udp-tools (copied from ../shared/reference) is read; values pinned to the files."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ US = 1_000_000
 def rl(name):
     path = UDP_TOOLS / name
     if not path.exists():
-        pytest.fail(f"{path} missing: the reference outputs live in ../shared beside the checkout")
+        pytest.fail(f"{path} missing: tests/data/udp-tools holds the reference outputs")
     return read_runlog(path)
 
 

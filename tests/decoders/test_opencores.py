@@ -1,4 +1,4 @@
-"""The sigrok decoder on the OpenCores PCI bridge testbench trace (../shared/conformance).
+"""The sigrok decoder on the OpenCores PCI bridge testbench trace (tests/data/conformance, copied from ../shared).
 
 Nobody on this project wrote that trace, so it is checked against what its own testbench says:
   - pci_mon.log: every "Undetected Address/Read Data Parity Error" (a parity error the
@@ -26,7 +26,7 @@ import pytest
 from pcitrace.capture.profile import BusProfile, Profile, bus_clocks
 from pcitrace.decode.sigrok import run_sigrok
 
-OPENCORES_MON = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "opencores-pci" / "pci_mon.log"
+from tests.conftest import OPENCORES_MON  # noqa: E402
 
 pytestmark = [pytest.mark.sigrok, pytest.mark.slow]
 
