@@ -49,9 +49,33 @@ def _ts_ps_pcap(ts) -> int:
     return int(round(ts * 1e6)) * 1_000_000
 
 
+def _check_pcapng_blocks(f) -> None:
+    """Walk the block headers of a pcapng file before anything reads a block: every block
+    length must be a multiple of 4, hold at least its header and trailer, and end inside the
+    file (a length read from the file is never allocated unchecked)."""
+    size = f.seek(0, 2)
+    pos, n, fmt = 0, 0, "<II"
+    while pos < size:
+        n += 1
+        f.seek(pos)
+        head = f.read(12)
+        if len(head) < 12:
+            raise _Truncated(f"block {n}")
+        if head[:4] == b"\x0a\x0d\x0d\x0a":            # a section header sets the byte order
+            fmt = "<II" if head[8:12] == b"\x4d\x3c\x2b\x1a" else ">II"
+        _, blen = struct.unpack(fmt, head[:8])
+        if blen < 12 or blen % 4:
+            raise ValueError(f"block {n} at byte {pos} declares a length of {blen} bytes")
+        if pos + blen > size:
+            raise _Truncated(f"block {n}")
+        pos += blen
+    f.seek(0)
+
+
 def _iter_pcapng(f):
     """(timestamp ps, frame bytes, linktype) from a pcapng file, timestamps kept as integers
     (dpkt's own iterator divides them into float seconds, losing nanoseconds)."""
+    _check_pcapng_blocks(f)
     r = dpkt.pcapng.Reader(f)
     le = r._Reader__le  # byte order of the section, as dpkt parsed it
     divisor = int(round(r._divisor))

@@ -137,3 +137,14 @@ def test_a_cut_pcapng_is_refused_not_read_short(tmp_path):
     part.write_bytes(data[:len(data) - 700])
     with pytest.raises(PcitraceError, match="ends in the middle of a record"):
         read_pcap(part)
+
+
+@pytest.mark.parametrize("blen", [0xFFFFFFF0, 0x7FFFFFFC, 6, 13])
+def test_a_pcapng_block_length_past_the_file_is_an_error_not_an_allocation(tmp_path, blen):
+    # fuzz corpus pcap/memory_0fd9282eab: a block length of 0xFFFFFFF0 made dpkt allocate 4 GiB
+    shb = struct.pack("<II", 0x0A0D0D0A, 28) + struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1) + struct.pack("<I", 28)
+    bad = struct.pack("<II", 6, blen) + b"\0" * 24
+    path = tmp_path / "bad.pcapng"
+    path.write_bytes(shb + bad)
+    with pytest.raises(PcitraceError, match="block 2"):
+        read_pcap(path)
