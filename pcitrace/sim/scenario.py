@@ -114,6 +114,7 @@ PCI_READ_COMMANDS = ("mem_read", "mem_read_line", "mem_read_multiple")
 PCI_WRITE_COMMANDS = ("mem_write", "mem_write_invalidate")
 OTHER_COMMANDS = PCI_READ_COMMANDS + PCI_WRITE_COMMANDS + ("io_read", "io_write")
 DEVSEL_CLOCKS = {"fast": 1, "medium": 2, "slow": 3}
+MIN_RATE_PER_US = 1e-6       # other masters: one transaction a second on average is the least that is drawn
 
 
 @dataclasses.dataclass
@@ -285,8 +286,8 @@ class _Reader:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise self.err(key, f"is {v!r}, not an integer", f"write {key} as a whole number")
         elif kind is float:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise self.err(key, f"is {v!r}, not a number", f"write {key} as a number")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v):
+                raise self.err(key, f"is {_short(v)}, not a finite number", f"write {key} as a number")
             v = float(v)
         if choices and v not in choices:
             raise self.err(key, f"is {v:g}" if isinstance(v, float) else f"is {v!r}",
@@ -306,6 +307,19 @@ class _Reader:
             raise self.err(extra[0], "is not a scenario key",
                            "remove it or check its spelling (the keys are listed in "
                            "pcitrace.sim.scenario's documentation)")
+
+
+def _finite(v: int | float) -> bool:
+    """True if v is a number a float holds (an int past 1.8e308 does not)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:20] + f"... ({len(text)} characters)"
 
 
 def _fill(obj, r: _Reader, specs: dict[str, dict]):
@@ -434,6 +448,9 @@ def parse_scenario(data: dict, path: str | None = None) -> Scenario:
             o = OtherConfig()
             _fill(o, orr, {"rate_per_us": {"lo": 0.0, "hi": 10.0}, "bytes": {"lo": 4, "hi": 4096},
                            "command": {"choices": OTHER_COMMANDS}, "address": {"lo": 0, "hi": 2**32 - 4096}})
+            if 0 < o.rate_per_us < MIN_RATE_PER_US:     # a mean gap past any capture (1e-320 gave inf)
+                raise orr.err("rate_per_us", f"= {o.rate_per_us:g} is too small to simulate",
+                              f"use 0 for no traffic, or at least {MIN_RATE_PER_US:g}")
             if o.bytes % 4:
                 raise orr.err("bytes", f"= {o.bytes} is not a multiple of 4", "use whole DWORDs")
             orr.finish()
@@ -456,6 +473,9 @@ def load_scenario(path: str | Path) -> Scenario:
     except OSError as exc:
         raise PcitraceError(f"cannot read the scenario: {exc.strerror}", path=path,
                             fix="check the path") from None
+    except UnicodeDecodeError as exc:
+        raise PcitraceError(f"is not UTF-8 text ({exc.object[exc.start]:#04x} is no UTF-8 character)", path=path,
+                            where=f"byte {exc.start}", fix="save the scenario as UTF-8 TOML") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -107,3 +107,22 @@ def test_bad_toml_and_missing_file(tmp_path):
     assert ei.value.path == str(p)
     with pytest.raises(PcitraceError, match="cannot read"):
         load_scenario(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize("text,where", [
+    ("[[bus]]\n[[bus.other]]\nrate_per_us=1e-320\n", "rate_per_us"),          # mean gap of inf us
+    ("[link]\npropagation_us=" + "1" * 400 + "\n", "propagation_us"),        # an int no float holds
+])
+def test_numbers_a_simulation_cannot_use_are_refused_by_name(tmp_path, text, where):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    with pytest.raises(PcitraceError, match=where) as exc:
+        load_scenario(path)
+    assert len(str(exc.value)) < 300
+
+
+def test_a_scenario_that_is_not_utf8_is_refused_with_the_byte(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_bytes(b'name = "a\xfeb"\n')
+    with pytest.raises(PcitraceError, match=r"\(byte 9\): is not UTF-8 text \(0xfe"):
+        load_scenario(path)
