@@ -184,18 +184,21 @@ def read_runlog(path: str | Path) -> RunLog:
 
 
 def _num(tok: str) -> float | int | None:
+    """The number a tool printed, or None: an int that int64 holds or a finite float. Anything
+    else (nan, inf, 10**400, '1.2.3') is not a value of any tool's column."""
     tok = tok.strip()
-    if not tok:
+    if not tok or len(tok) > 40:
         return None
     try:
-        return int(tok)
+        v = int(tok)
+        return v if -2**63 <= v < 2**63 else None
     except ValueError:
         pass
     try:
         v = float(tok)
     except ValueError:
         return None
-    return v
+    return v if math.isfinite(v) else None
 
 
 def _split(line: str) -> list[str]:
@@ -205,6 +208,12 @@ def _split(line: str) -> list[str]:
 def _bad(path: Path, lineno: int, message: str, fix: str) -> PcitraceError:
     return PcitraceError(message, path=path, where=f"line {lineno}", fix=fix)
 
+
+# Numbers as the tools print them, bounded so that every match converts (no '1.2.3', no '.',
+# no 400-digit integer): the regexes below use these instead of [\d.]+.
+_INT = r"\d{1,18}"
+_DEC = r"\d{1,18}(?:\.\d{1,18})?"
+_SCI = _DEC + r"(?:[eE][-+]?\d{1,2})?"
 
 # --- UDPmon ----------------------------------------------------------------------------------
 _CMDLINE = re.compile(r"Command line:\s*(\S+)(.*)$")
@@ -234,13 +243,13 @@ def _udpmon_preamble(lines: list[str]) -> dict:
                 i += 1
             params["options"] = opts
             params["version"] = (re.search(r"UDPmon Version (\S+)", line) or [None, None])[1]
-        m = re.search(r"CPU speed = ([\d.]+)", line)
+        m = re.search(rf"CPU speed = ({_DEC})\b", line)
         if m:
             params["cpu_mhz"] = float(m.group(1))
         m = re.search(r"destination IP name: (\S+) IP address: (\S+)", line)
         if m:
             params["destination"] = m.group(2)
-        m = re.search(r"destination UDP port is\s+(\d+)", line)
+        m = re.search(rf"destination UDP port is\s+({_INT})\b", line)
         if m:
             params["port"] = int(m.group(1))
     return params
@@ -398,7 +407,7 @@ def _udpmon_tail(path: Path, lines: list[str], offset: int, log: RunLog) -> None
         if line.startswith("Hist "):
             i = _read_hist(path, lines, i, offset, log)
             continue
-        m = re.match(r"\s*num packets skipped =;\s*(\d+)", line)
+        m = re.match(rf"\s*num packets skipped =;\s*({_INT})\b", line)
         if m:
             log.parameters["packets_skipped"] = int(m.group(1))
         i += 1
@@ -481,7 +490,10 @@ def _read_L(path: Path, lines: list[str], i: int, offset: int, log: RunLog) -> i
 
 
 def _read_hist(path: Path, lines: list[str], i: int, offset: int, log: RunLog) -> int:
-    m = re.match(r"Hist\s+(\d+)\s*(.*)$", lines[i])
+    m = re.match(rf"Hist\s+({_INT})\b\s*(.*)$", lines[i])
+    if m is None:
+        raise _bad(path, offset + i + 1, f"UDPmon histogram header {lines[i][:40]!r} has no histogram number",
+                   "pass the unedited output of udpmon -H (headers read `Hist N title`)")
     index, title = int(m.group(1)), m.group(2).strip()
     stats: dict[str, float] = {}
     bins, counts = [], []
@@ -491,9 +503,10 @@ def _read_hist(path: Path, lines: list[str], i: int, offset: int, log: RunLog) -
         if line.startswith("Hist "):
             break
         toks = _split(line)
-        if len(toks) >= 2 and _num(toks[0]) is not None and _num(toks[1]) is not None and not line.startswith(" "):
+        count = _num(toks[1]) if len(toks) >= 2 else None
+        if _num(toks[0]) is not None and isinstance(count, int) and not line.startswith(" "):
             bins.append(float(toks[0]))
-            counts.append(int(toks[1]))
+            counts.append(count)
         elif line.strip():
             # "counts 198 mean 202.23 underflows 0 overflows 2", "median 16; 25-quartile 15; ..."
             words = line.replace(";", " ").split()
@@ -531,6 +544,56 @@ def _read_udpmon_req(path: Path, lines: list[str]) -> RunLog:
 
 
 # --- iperf3 ----------------------------------------------------------------------------------
+# Row column <- iperf3's key in an interval's or the end's sum object.
+_IPERF3_SUM = [("start_s", "start"), ("end_s", "end"), ("seconds", "seconds"), ("bytes", "bytes"),
+               ("bits_per_second", "bits_per_second"), ("packets", "packets"), ("jitter_ms", "jitter_ms"),
+               ("lost_packets", "lost_packets"), ("lost_percent", "lost_percent")]
+
+
+class _Json:
+    """Typed reads of iperf3 JSON: a key of the wrong type is the pcitrace error naming its
+    path in the document; a missing key reads as empty (iperf3 leaves out what does not apply)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def _wrong(self, where: str, key: str, value, want: str) -> PcitraceError:
+        name = f"{where}.{key}" if where and key else (where or key or "top level")
+        return PcitraceError(f"`{name}` is {str(value)[:40]!r}, not {want}", path=self.path, where=name,
+                             fix="pass the unedited output of iperf3 --json")
+
+    def obj(self, d: dict, key: str, where: str) -> dict:
+        v = d.get(key) or {}
+        if not isinstance(v, dict):
+            raise self._wrong(where, key, v, "an object")
+        return v
+
+    def is_obj(self, v, where: str) -> dict:
+        if not isinstance(v, dict):
+            raise self._wrong(where, "", v, "an object")
+        return v
+
+    def array(self, d: dict, key: str, where: str) -> list:
+        v = d.get(key) or []
+        if not isinstance(v, list):
+            raise self._wrong(where, key, v, "an array")
+        return v
+
+    def num(self, d: dict, key: str, where: str) -> int | float | bool | None:
+        v = d.get(key)
+        if v is None or isinstance(v, bool):
+            return v
+        if not isinstance(v, (int, float)) or _num(str(v)) is None:
+            raise self._wrong(where, key, v, "a number")
+        return v
+
+    def text(self, d: dict, key: str, where: str) -> str | None:
+        v = d.get(key)
+        if v is not None and not isinstance(v, str):
+            raise self._wrong(where, key, v, "a string")
+        return v
+
+
 def _read_iperf3_json(path: Path, text: str) -> RunLog:
     try:
         d = json.loads(text)
@@ -543,39 +606,37 @@ def _read_iperf3_json(path: Path, text: str) -> RunLog:
     if "error" in d:
         raise PcitraceError(f"iperf3 reported an error: {d['error']}", path=path, where="top level",
                             fix="rerun the test")
-    start = d["start"]
-    ts = start.get("test_start", {})
-    params = {"version": start.get("version"), "protocol": ts.get("protocol"),
-              "blksize": ts.get("blksize"), "duration": ts.get("duration"),
-              "num_streams": ts.get("num_streams"), "target_bitrate": ts.get("target_bitrate",
-                                                                            start.get("target_bitrate")),
-              "reverse": ts.get("reverse"), "timesecs": start.get("timestamp", {}).get("timesecs")}
-    if start.get("connecting_to"):
-        params["host"] = start["connecting_to"].get("host")
-        params["port"] = start["connecting_to"].get("port")
+    j = _Json(path)
+    start = j.obj(d, "start", "")
+    ts = j.obj(start, "test_start", "start")
+    connecting = j.obj(start, "connecting_to", "start")
+    params = {"version": j.text(start, "version", "start"), "protocol": j.text(ts, "protocol", "start.test_start"),
+              "blksize": j.num(ts, "blksize", "start.test_start"), "duration": j.num(ts, "duration", "start.test_start"),
+              "num_streams": j.num(ts, "num_streams", "start.test_start"),
+              "target_bitrate": j.num(ts, "target_bitrate", "start.test_start") if "target_bitrate" in ts
+              else j.num(start, "target_bitrate", "start"),
+              "reverse": j.num(ts, "reverse", "start.test_start"),
+              "timesecs": j.num(j.obj(start, "timestamp", "start"), "timesecs", "start.timestamp")}
+    if connecting:
+        params["host"] = j.text(connecting, "host", "start.connecting_to")
+        params["port"] = j.num(connecting, "port", "start.connecting_to")
     log = RunLog(str(path), "iperf3", "json", params)
     cols = ["start_s", "end_s", "seconds", "bytes", "bits_per_second", "packets"]
-    for iv in d.get("intervals", []):
-        s = iv.get("sum", {})
-        log.rows.append({"row": "interval", "start_s": s.get("start"), "end_s": s.get("end"),
-                         "seconds": s.get("seconds"), "bytes": s.get("bytes"),
-                         "bits_per_second": s.get("bits_per_second"), "packets": s.get("packets")})
-    end = d["end"]
+    for k, iv in enumerate(j.array(d, "intervals", "")):
+        s = j.obj(j.is_obj(iv, f"intervals[{k}]"), "sum", f"intervals[{k}]")
+        log.rows.append({"row": "interval", **{c: j.num(s, key, f"intervals[{k}].sum") for c, key in _IPERF3_SUM[:6]}})
+    end = j.obj(d, "end", "")
     for key in ("sum_sent", "sum_received", "sum"):
-        s = end.get(key)
+        s = j.obj(end, key, "end")
         if s:
-            log.rows.append({"row": key, "start_s": s.get("start"), "end_s": s.get("end"),
-                             "seconds": s.get("seconds"), "bytes": s.get("bytes"),
-                             "bits_per_second": s.get("bits_per_second"), "packets": s.get("packets"),
-                             "jitter_ms": s.get("jitter_ms"), "lost_packets": s.get("lost_packets"),
-                             "lost_percent": s.get("lost_percent")})
+            log.rows.append({"row": key, **{c: j.num(s, k, f"end.{key}") for c, k in _IPERF3_SUM}})
     log.columns = ["row"] + cols + ["jitter_ms", "lost_packets", "lost_percent"]
     return log
 
 
 _IPERF3_LINE = re.compile(
-    r"^\[\s*(?P<id>\w+)\]\s+(?P<start>[\d.]+)-(?P<end>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+(?P<xu>\w?Bytes)"
-    r"\s+(?P<rate>[\d.]+)\s+(?P<ru>\w?bits/sec)(?P<rest>.*)$")
+    rf"^\[\s*(?P<id>\w+)\]\s+(?P<start>{_DEC})-(?P<end>{_DEC})\s+sec\s+(?P<xfer>{_DEC})\s+(?P<xu>\w?Bytes)"
+    rf"\s+(?P<rate>{_DEC})\s+(?P<ru>\w?bits/sec)(?P<rest>.*)$")
 _UNIT = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _BYTE_UNIT = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
 
@@ -591,7 +652,7 @@ def _bytes(v: str, unit: str) -> float:
 def _read_iperf3_text(path: Path, lines: list[str]) -> RunLog:
     log = RunLog(str(path), "iperf3", "text")
     for line in lines:
-        m = re.match(r"Connecting to host (\S+), port (\d+)", line)
+        m = re.match(rf"Connecting to host (\S+), port ({_INT})\b", line)
         if m:
             log.parameters.update(host=m.group(1), port=int(m.group(2)))
         m = _IPERF3_LINE.match(line)
@@ -601,13 +662,13 @@ def _read_iperf3_text(path: Path, lines: list[str]) -> RunLog:
         row = {"row": "interval", "stream": m.group("id"), "start_s": float(m.group("start")),
                "end_s": float(m.group("end")), "bytes": _bytes(m.group("xfer"), m.group("xu")),
                "bits_per_second": _rate(m.group("rate"), m.group("ru"))}
-        lm = re.search(r"([\d.]+)\s+ms\s+(\d+)/(\d+)\s+\(([\d.e+-]+)%\)\s*(sender|receiver)?", rest)
+        lm = re.search(rf"({_DEC})\s+ms\s+({_INT})/({_INT})\s+\(({_SCI})%\)\s*(sender|receiver)?", rest)
         if lm:
             row.update(jitter_ms=float(lm.group(1)), lost_packets=int(lm.group(2)),
                        packets=int(lm.group(3)), lost_percent=float(lm.group(4)),
                        row=lm.group(5) or "summary")
         else:
-            pm = re.match(r"\s+(\d+)\s*$", rest)
+            pm = re.match(rf"\s+({_INT})\s*$", rest)
             if pm:
                 row["packets"] = int(pm.group(1))
         log.rows.append(row)
@@ -621,8 +682,8 @@ def _read_iperf3_text(path: Path, lines: list[str]) -> RunLog:
 
 # --- iperf2 ----------------------------------------------------------------------------------
 _IPERF2_LINE = re.compile(
-    r"^\[\s*(?P<id>\w+)\]\s+(?P<start>[\d.]+)\s*-\s*(?P<end>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+(?P<xu>\w?Bytes)"
-    r"\s+(?P<rate>[\d.]+)\s+(?P<ru>\w?bits/sec)(?P<rest>.*)$")
+    rf"^\[\s*(?P<id>\w+)\]\s+(?P<start>{_DEC})\s*-\s*(?P<end>{_DEC})\s+sec\s+(?P<xfer>{_DEC})\s+(?P<xu>\w?Bytes)"
+    rf"\s+(?P<rate>{_DEC})\s+(?P<ru>\w?bits/sec)(?P<rest>.*)$")
 
 
 def _read_iperf2_text(path: Path, lines: list[str]) -> RunLog:
@@ -632,20 +693,20 @@ def _read_iperf2_text(path: Path, lines: list[str]) -> RunLog:
     for line in lines:
         if line.startswith("Client connecting to"):
             role = "client"
-            m = re.match(r"Client connecting to (\S+), (\w+) port (\d+)", line)
+            m = re.match(rf"Client connecting to (\S+), (\w+) port ({_INT})\b", line)
             if m:
                 log.parameters.update(host=m.group(1), protocol=m.group(2), port=int(m.group(3)))
         elif line.startswith("Server listening on"):
             role = "server"
-            m = re.match(r"Server listening on (\w+) port (\d+)", line)
+            m = re.match(rf"Server listening on (\w+) port ({_INT})\b", line)
             if m:
                 log.parameters.update(protocol=m.group(1), port=int(m.group(2)))
-        m = re.search(r"Sending (\d+) byte datagrams(?:, IPG target: ([\d.]+) us)?", line)
+        m = re.search(rf"Sending ({_INT}) byte datagrams(?:, IPG target: ({_DEC}) us)?", line)
         if m:
             log.parameters["datagram_bytes"] = int(m.group(1))
             if m.group(2):
                 log.parameters["ipg_target_us"] = float(m.group(2))
-        m = re.search(r"Sent (\d+) datagrams", line)
+        m = re.search(rf"Sent ({_INT}) datagrams", line)
         if m:
             log.parameters["datagrams_sent"] = int(m.group(1))
         if "Server Report:" in line:
@@ -657,19 +718,19 @@ def _read_iperf2_text(path: Path, lines: list[str]) -> RunLog:
         row = {"row": section, "stream": m.group("id"), "start_s": float(m.group("start")),
                "end_s": float(m.group("end")), "bytes": _bytes(m.group("xfer"), m.group("xu")),
                "bits_per_second": _rate(m.group("rate"), m.group("ru"))}
-        lm = re.search(r"([\d.]+)\s+ms\s+(-?\d+)/\s*(\d+)\s+\(([\d.e+-]+)%\)", rest)
+        lm = re.search(rf"({_DEC})\s+ms\s+(-?{_INT})/\s*({_INT})\s+\(({_SCI})%\)", rest)
         if lm:
             row.update(jitter_ms=float(lm.group(1)), lost_packets=int(lm.group(2)),
                        packets=int(lm.group(3)), lost_percent=float(lm.group(4)))
-            tm = re.search(r"\)\s+([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+)\s+ms", rest)
+            tm = re.search(rf"\)\s+({_DEC})/({_DEC})/({_DEC})/({_DEC})\s+ms", rest)
             if tm:
                 row.update(latency_avg_ms=float(tm.group(1)), latency_min_ms=float(tm.group(2)),
                            latency_max_ms=float(tm.group(3)), latency_stdev_ms=float(tm.group(4)))
         else:
-            wm = re.match(r"\s+(\d+)/(\d+)", rest)
+            wm = re.match(rf"\s+({_INT})/({_INT})", rest)
             if wm:
                 row.update(writes=int(wm.group(1)), write_errors=int(wm.group(2)))
-        pm = re.search(r"(\d+)\s+pps", rest)
+        pm = re.search(rf"({_INT})\s+pps", rest)
         if pm:
             row["pps"] = int(pm.group(1))
         log.rows.append(row)
@@ -710,8 +771,11 @@ def _read_iperf2_csv(path: Path, lines: list[str]) -> RunLog:
         for name, t in zip(_CSV_COLS, toks):
             v = _num(t)
             row[name] = v if v is not None and name not in ("timestamp", "interval", "local_ip", "remote_ip") else t
-        a, b = row["interval"].split("-")
-        row["start_s"], row["end_s"] = float(a), float(b)
+        m = re.fullmatch(rf"({_DEC})-({_DEC})", row["interval"])
+        if m is None:
+            raise _bad(path, n, f"iperf2 -y C interval {row['interval'][:40]!r} is not START-END seconds",
+                       "pass the unmodified iperf2 -y C output")
+        row["start_s"], row["end_s"] = float(m.group(1)), float(m.group(2))
         log.rows.append(row)
     log.columns = _CSV_COLS[:max(len(r) - 2 for r in log.rows)] + ["start_s", "end_s"]
     return log

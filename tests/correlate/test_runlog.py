@@ -247,3 +247,33 @@ def test_a_damaged_G_table_is_refused_not_read_short(tmp_path, damage, match):
     with pytest.raises(PcitraceError, match=match) as err:
         read_runlog(p)
     assert "line" in (err.value.where or "")
+
+
+@pytest.mark.parametrize("tok,want", [("12", 12), ("-3", -3), ("1.5", 1.5), ("1e3", 1000.0), ("nan", None),
+                                      ("inf", None), ("1" * 30, None), ("1.2.3", None), (".", None), ("", None)])
+def test_a_number_is_one_a_column_can_hold(tok, want):
+    from pcitrace.correlate.runlog import _num
+    assert _num(tok) == want
+
+
+@pytest.mark.parametrize("doc,where", [
+    ('{"start": 1.5, "end": {}}', "`start`"),
+    ('{"start": {"test_start": "x"}, "end": {}}', "`start.test_start`"),
+    ('{"start": {}, "end": {}, "intervals": [{"sum": 7}]}', r"`intervals\[0\].sum`"),
+    ('{"start": {}, "end": {"sum_sent": {"bytes": "many"}}}', "`end.sum_sent.bytes`"),
+    ('{"start": {}, "end": {}, "intervals": true}', "`intervals`"),
+])
+def test_iperf3_json_of_the_wrong_type_names_the_key(tmp_path, doc, where):
+    path = tmp_path / "run.json"
+    path.write_text(doc)
+    with pytest.raises(PcitraceError, match=where):
+        read_runlog(path)
+
+
+def test_iperf3_text_with_a_malformed_number_is_not_a_row(tmp_path):
+    path = tmp_path / "run.txt"
+    path.write_text("Connecting to host h, port 5201\n"
+                    "[  5]   0.00-1.00   sec  1.2.3 MBytes  9.4 Mbits/sec  812\n"
+                    "[  5]   1.00-2.00   sec  1.19 MBytes  10.0 Mbits/sec  860\n- - -\niperf Done.\n")
+    log = read_runlog(path)
+    assert [r["start_s"] for r in log.rows] == [1.0]
