@@ -29,8 +29,8 @@ def commands(kind: str, path: Path, out: Path, options: dict) -> list[list[str]]
         extra = ["--profile", str(profile)] if profile.exists() else []
         return _capture_commands(path, extra, out, convert=options.get("convert", False))
     if kind == "profile":
-        name = options["capture"]
-        capture = SAMPLES / name if (SAMPLES / name).exists() else CORPUS / name
+        name = options.get("capture_path") or options["capture"]
+        capture = SAMPLES / name if (SAMPLES / name).exists() else CORPUS / name   # (an absolute path stays)
         return _capture_commands(capture, ["--profile", str(path)], out, convert=False)
     if kind in ("runlog", "pcap"):
         return [["runlog", str(path)], ["runlog", str(path), "--format", "json", "-o", str(out / "run.json")]]
@@ -45,7 +45,6 @@ def _capture_commands(capture: Path, extra: list[str], out: Path, convert: bool)
     cap = str(capture)
     cmds = [["info", cap, *extra],
             ["decode", cap, *extra, "--format", "jsonl", "-o", str(out / "records.jsonl")],
-            ["decode", cap, *extra, "--findings", "--format", "jsonl", "-o", str(out / "findings.jsonl")],
             ["report", cap, *extra, "--format", "json", "-o", str(out / "report.json")]]
     if convert:
         target = out / ("converted.sr" if capture.name.endswith((".vcd", ".vcd.gz")) else "converted.vcd")
