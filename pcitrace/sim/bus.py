@@ -353,109 +353,137 @@ def _shape(where: str, pcix: bool, read: bool, term: str, n: int | None, P: int,
            iw: dict[int, int], tw: dict[int, int], master_done: bool, q: int, stop_early: int = 0) -> _Shape:
     runs: list[tuple[int, int, int, int, int]] = [(HEAD, nhdr, 0, 0, 1)]
     H = nhdr - 1
-    cur = H + 1
-    stop_slot = term in ("retry", "disconnect_without_data", "target_abort", "abandoned")
-    slots = P + 1 if stop_slot else max(P, 1)
     if n is None:
-        min_first = None
-    elif term in ("target_abort", "split_response", "abandoned") and P == 0:
-        min_first = H + n + 1            # DEVSEL# must have been seen before it is released
-    elif stop_slot and P == 0:
-        min_first = H + n
-    else:
-        min_first = H + max(n, 2 if read else 1)   # reads: turnaround clock before TRDY#
-    tot_iw = tot_tw = 0
-    first_data = None
-    if n is None:
-        # Master abort: IRDY# asserted after the initiator waits; FRAME# released on clock
-        # H+5 (or with IRDY# if the master wanted one phase), IRDY# one clock later.
-        w0 = iw.get(0, 0)
-        if w0:
-            runs.append((HEAD, w0, 2, 0, 0))
-        end = max(H + MASTER_ABORT_CLOCKS, cur + w0)
-        nt = end - (cur + w0) + 1
-        if master_done:
-            runs.append((TWAIT_L, nt, 2, 0, 0))
-        else:
-            if nt > 1:
-                runs.append((TWAIT, nt - 1, 2, 0, 0))
-            runs.append((TWAIT_L, 1, 2, 0, 0))
-        tot_iw, tot_tw = w0, nt
+        end, first_data, tot_iw, tot_tw = _master_abort_runs(runs, H, iw.get(0, 0), master_done)
         devsel = None
     else:
-        final = slots - 1
-        adb_from = P - q if term == "disconnect_adb" else P + 1
-        wait_slots = sorted(set(iw) | set(tw))
-        k = 0
-        while k < slots:
-            last = k == final
-            w_i = iw.get(k, 0)
-            w_t = tw.get(k, 0)
-            if k == 0:
-                w_t = max(w_t, min_first - (cur + w_i))
-            if not w_i and not w_t and k < P and not last and k < adb_from:
-                # a stretch of wait-free data phases is one run
-                j = min([x for x in wait_slots if x > k] + [P, final, adb_from])
-                runs.append((DATA, j - k, 1, k, 1))
-                if first_data is None:
-                    first_data = cur
-                cur += j - k
-                k = j
-                continue
-            src, off = (1, k) if k < P else (2, 0)
-            early = 0
-            if last and stop_early and term in ("disconnect_with_data", "retry", "disconnect_without_data"):
-                # The target signals the stop while IRDY# is still deasserted; the stop cannot
-                # come before DEVSEL# (nor TRDY# before the read turnaround).
-                early = min(stop_early, w_i, max(0, cur + w_i - min_first) if k == 0 else w_i)
-                if early:
-                    w_t = 0           # TRDY#/STOP# are already out: no target wait after IRDY#
-            if w_i - early:
-                runs.append((HEAD, w_i - early, src, off, 0))
-            if early:
-                runs.append((EARLY_DSTOP if k < P else EARLY_STOP, early, src, off, 0))
-                master_done = True    # FRAME# goes with IRDY# once STOP# has been seen
-            if last and term == "abandoned":
-                w_t = max(w_t, 1)     # the final phase waits on the target until the master leaves
-            if w_t:
-                runs.append((TWAIT_L if (last and master_done) else TWAIT, w_t, src, off, 0))
-            cur += w_i + w_t
-            tot_iw += w_i - early
-            tot_tw += w_t
-            if last and term == "abandoned":
-                break
-            extra = None
-            if k < P:
-                if first_data is None:
-                    first_data = cur
-                if k >= adb_from:
-                    code = DSTOP_L if last else DSTOP
-                elif last and term in ("disconnect_with_data", "single_phase_disconnect"):
-                    code = DSTOP_L if master_done else DSTOP
-                    extra = None if master_done else STOP_L
-                elif last:
-                    code = DATA_L
-                else:
-                    code = DATA
-            elif term == "target_abort":
-                code = ABORT_L if master_done else ABORT
-                extra = None if master_done else ABORT_L
-            elif term == "split_response":
-                code = SPLIT_L
-            else:   # retry / disconnect without data
-                code = STOP_L if master_done else STOP
-                extra = None if master_done else STOP_L
-            runs.append((code, 1, src, off, 0))
-            cur += 1
-            if extra is not None:
-                runs.append((extra, 1, 2, 0, 0))
-                cur += 1
-            k += 1
-        end = cur - 1
+        end, first_data, tot_iw, tot_tw = _claimed_runs(runs, H, _min_first(read, term, n, P, H), term, P, iw, tw,
+                                                        master_done, q, stop_early)
         devsel = H + n
     r = np.array(runs, dtype=np.int64).reshape(-1, 5)
     return _Shape(r[:, 0].astype(np.uint8), r[:, 1], r[:, 2], r[:, 3], r[:, 4], end, first_data, devsel,
                   tot_iw, tot_tw)
+
+
+def _stop_slot(term: str) -> bool:
+    """Whether the target stops in a slot of its own after the completed phases."""
+    return term in ("retry", "disconnect_without_data", "target_abort", "abandoned")
+
+
+def _min_first(read: bool, term: str, n: int, P: int, H: int) -> int:
+    """The earliest clock (from the address phase) of the first slot's completion, for a
+    claimed transaction whose last header clock is ``H`` and whose DEVSEL# comes ``n`` clocks
+    after it."""
+    if term in ("target_abort", "split_response", "abandoned") and P == 0:
+        return H + n + 1                 # DEVSEL# must have been seen before it is released
+    if _stop_slot(term) and P == 0:
+        return H + n
+    return H + max(n, 2 if read else 1)  # reads: turnaround clock before TRDY#
+
+
+def _master_abort_runs(runs: list, H: int, w0: int, master_done: bool) -> tuple[int, None, int, int]:
+    """Append a master abort's runs after its header (``w0`` initiator waits in slot 0);
+    returns (end, first data clock = None, initiator waits, target waits)."""
+    # Master abort: IRDY# asserted after the initiator waits; FRAME# released on clock
+    # H+5 (or with IRDY# if the master wanted one phase), IRDY# one clock later.
+    cur = H + 1
+    if w0:
+        runs.append((HEAD, w0, 2, 0, 0))
+    end = max(H + MASTER_ABORT_CLOCKS, cur + w0)
+    nt = end - (cur + w0) + 1
+    if master_done:
+        runs.append((TWAIT_L, nt, 2, 0, 0))
+    else:
+        if nt > 1:
+            runs.append((TWAIT, nt - 1, 2, 0, 0))
+        runs.append((TWAIT_L, 1, 2, 0, 0))
+    return end, None, w0, nt
+
+
+def _slot_end_codes(k: int, P: int, last: bool, term: str, master_done: bool,
+                    adb_from: int) -> tuple[int, int | None]:
+    """State code of the clock that ends slot ``k`` (a data phase, or the target's stop), and
+    of the clock after it when the master still has to release FRAME# (else None)."""
+    if k < P:
+        if k >= adb_from:
+            return (DSTOP_L if last else DSTOP), None
+        if last and term in ("disconnect_with_data", "single_phase_disconnect"):
+            return (DSTOP_L, None) if master_done else (DSTOP, STOP_L)
+        return (DATA_L if last else DATA), None
+    if term == "target_abort":
+        return (ABORT_L, None) if master_done else (ABORT, ABORT_L)
+    if term == "split_response":
+        return SPLIT_L, None
+    # retry / disconnect without data
+    return (STOP_L, None) if master_done else (STOP, STOP_L)
+
+
+def _early_stop(term: str, stop_early: int, k: int, w_i: int, cur: int, min_first: int) -> int:
+    """Initiator wait clocks of the stopping slot ``k`` during which the target already
+    signals the stop (``stop_early``, conventional PCI retry / disconnects)."""
+    if not stop_early or term not in ("disconnect_with_data", "retry", "disconnect_without_data"):
+        return 0
+    # The target signals the stop while IRDY# is still deasserted; the stop cannot come before
+    # DEVSEL# (nor TRDY# before the read turnaround).
+    return min(stop_early, w_i, max(0, cur + w_i - min_first) if k == 0 else w_i)
+
+
+def _claimed_runs(runs: list, H: int, min_first: int, term: str, P: int, iw: dict[int, int],
+                  tw: dict[int, int], master_done: bool, q: int,
+                  stop_early: int) -> tuple[int, int | None, int, int]:
+    """Append the runs of a claimed transaction's slots after its header; returns (end, first
+    data clock, initiator waits, target waits), clocks from the address phase."""
+    cur = H + 1
+    slots = P + 1 if _stop_slot(term) else max(P, 1)
+    tot_iw = tot_tw = 0
+    first_data = None
+    final = slots - 1
+    adb_from = P - q if term == "disconnect_adb" else P + 1
+    wait_slots = sorted(set(iw) | set(tw))
+    k = 0
+    while k < slots:
+        last = k == final
+        w_i = iw.get(k, 0)
+        w_t = tw.get(k, 0)
+        if k == 0:
+            w_t = max(w_t, min_first - (cur + w_i))
+        if not w_i and not w_t and k < P and not last and k < adb_from:
+            # a stretch of wait-free data phases is one run
+            j = min([x for x in wait_slots if x > k] + [P, final, adb_from])
+            runs.append((DATA, j - k, 1, k, 1))
+            if first_data is None:
+                first_data = cur
+            cur += j - k
+            k = j
+            continue
+        src, off = (1, k) if k < P else (2, 0)
+        early = _early_stop(term, stop_early, k, w_i, cur, min_first) if last else 0
+        if early:
+            w_t = 0           # TRDY#/STOP# are already out: no target wait after IRDY#
+        if w_i - early:
+            runs.append((HEAD, w_i - early, src, off, 0))
+        if early:
+            runs.append((EARLY_DSTOP if k < P else EARLY_STOP, early, src, off, 0))
+            master_done = True    # FRAME# goes with IRDY# once STOP# has been seen
+        if last and term == "abandoned":
+            w_t = max(w_t, 1)     # the final phase waits on the target until the master leaves
+        if w_t:
+            runs.append((TWAIT_L if (last and master_done) else TWAIT, w_t, src, off, 0))
+        cur += w_i + w_t
+        tot_iw += w_i - early
+        tot_tw += w_t
+        if last and term == "abandoned":
+            break
+        if k < P and first_data is None:
+            first_data = cur
+        code, extra = _slot_end_codes(k, P, last, term, master_done, adb_from)
+        runs.append((code, 1, src, off, 0))
+        cur += 1
+        if extra is not None:
+            runs.append((extra, 1, 2, 0, 0))
+            cur += 1
+        k += 1
+    return cur - 1, first_data, tot_iw, tot_tw
 
 
 def _wait_key(w) -> tuple:
@@ -1205,7 +1233,7 @@ def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int
     if term == "single_phase_disconnect" and P != 1:
         raise PcitraceError(f"{where}: a single data phase disconnect moves exactly one word",
                             fix="give one data word")
-    stop_slot = term in ("retry", "disconnect_without_data", "target_abort", "abandoned")
+    stop_slot = _stop_slot(term)
     slots = P + 1 if stop_slot else max(P, 1)
     iw = _sparse(s.initiator_waits, slots, f"{where} initiator_waits")
     tw = _sparse(s.target_waits, slots, f"{where} target_waits")
