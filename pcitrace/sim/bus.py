@@ -508,17 +508,9 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     Transactions of the same shape (command direction, termination, DEVSEL#, phases, waits)
     share one precomputed clock pattern, so the per-transaction cost is a dictionary look-up.
     """
-    if mode not in ("pci", "pcix"):
-        raise PcitraceError(f"bus mode {mode!r}", fix="use 'pci' or 'pcix'")
-    if width not in (32, 64):
-        raise PcitraceError(f"bus width {width}", fix="use 32 or 64")
-    if not clock_hz or clock_hz <= 0:
-        raise PcitraceError(f"clock {clock_hz!r} Hz", fix="give a positive bus clock frequency")
     masters = tuple(masters)
+    _check_bus(mode, width, clock_hz, masters, gnt_master)
     nmasters = len(masters)
-    if gnt_master is not None and not 0 <= gnt_master < nmasters:
-        raise PcitraceError(f"gnt_master {gnt_master} is not one of the {nmasters} masters",
-                            fix="index a master in `masters`")
     pcix = mode == "pcix"
 
     shapes: dict[tuple, int] = {}
@@ -550,27 +542,8 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     clock = 0
     n_words = 0
     for t, s in enumerate(specs):
-        cmd = s.command
-        if cmd.__class__ is not int or not 0 <= cmd <= 0xF or cmd == 0xD:
-            if isinstance(cmd, (int, np.integer)) and 0 <= int(cmd) <= 0xF and int(cmd) != 0xD:
-                cmd = int(cmd)
-            else:
-                raise PcitraceError(f"transaction {t}: command {s.command!r} is not a bus command",
-                                    fix="use a C/BE# code 0x0-0xF other than 0xD (DAC is the `dac` flag)")
-        term = s.termination
-        dname = s.devsel
-        n = DEVSEL_CLOCKS.get(dname, -1)
-        if n == -1:
-            dname = DEVSEL_ALIASES.get(str(dname).lower(), str(dname).lower())
-            if dname not in DEVSEL_CLOCKS:
-                raise PcitraceError(f"transaction {t}: DEVSEL# speed {s.devsel!r}",
-                                    fix=f"use one of {', '.join(DEVSEL_CLOCKS)}")
-            n = DEVSEL_CLOCKS[dname]
-        # Either half names a master abort: nobody claims the transaction.
-        if term == "master_abort":
-            n = None
-        elif n is None and term == "normal":
-            term = "master_abort"
+        cmd = _spec_command(t, s)
+        n, term = _spec_devsel(t, s)
         data = s.data
         P = len(data)
         addr = s.address
@@ -608,63 +581,14 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         end = A + shp.end
         clock = end + 1
 
-        # header values
         hbase = len(h_ad)
-        if dac:
-            if addr >> 64:
-                raise PcitraceError(f"transaction {t}: address 0x{addr:x} is wider than 64 bits",
-                                    fix="give a 64-bit address")
-            if width == 64 and req64:    # 64-bit master: whole address and command at once
-                h_ad.append(addr); h_cbe.append(cmd << 4 | 0xD)
-            else:
-                h_ad.append(addr & 0xFFFFFFFF); h_cbe.append(0xFD)
-            h_ad.append(addr >> 32); h_cbe.append(0xF0 | cmd)
-        else:
-            if addr >> 32 or addr < 0:
-                raise PcitraceError(f"transaction {t}: address 0x{addr:x} needs a dual address cycle",
-                                    fix="leave `dac` unset or True for addresses above 4 GiB")
-            if pcix and cmd == 0xC:
-                # Split Completion: the address phase names the sequence it completes
-                # (lower address AD[6:0], requester AD[23:8], tag AD[28:24], RO AD[30]).
-                addr = ((addr & 0x7F) | (int(s.requester) & 0xFFFF) << 8 | (int(s.tag) & 0x1F) << 24
-                        | int(bool(s.relaxed_ordering)) << 30)
-            h_ad.append(addr); h_cbe.append(0xF0 | cmd)
-        be = s.byte_enables
-        byte_count = -1
-        if pcix:
-            if cmd in PCIX_DWORD_COMMANDS:
-                attr_be = dword_attribute_be(be, P)
-                bc_low, attr_cbe = 0, attr_be
-                byte_count = 4 - bin(attr_be).count("1")
-            else:
-                bc = s.byte_count
-                if bc is None:
-                    bc = max(1, min(4096, P * (8 if wide else 4)))
-                bc = int(bc)
-                if not 1 <= bc <= 4096:
-                    raise PcitraceError(f"transaction {t}: PCI-X byte count {bc}", fix="use 1..4096")
-                bc_low, attr_cbe, byte_count = bc & 0xFF, (bc >> 8) & 0xF, bc
-            if cmd == 0xC:   # the completer's attributes: byte count only (no message, no error)
-                h_ad.append(bc_low)
-            else:
-                req = int(s.requester) & 0xFFFF
-                h_ad.append(bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | (int(s.tag) & 0x1F) << 24
-                            | int(bool(s.no_snoop)) << 29 | int(bool(s.relaxed_ordering)) << 30)
-            h_cbe.append(0xF0 | attr_cbe)
+        addr = _address_entries(t, s, cmd, addr, dac, width == 64 and req64, pcix, h_ad, h_cbe)
+        byte_count = _attribute_entry(t, s, cmd, P, wide, h_ad, h_cbe) if pcix else -1
         pend = len(h_ad)      # the value on the bus in a stop slot: last data word or the address
+        _stop_slot_entry(s, addr, wide, h_ad, h_cbe)
         if P:
-            h_ad.append(int(data[-1]) if wide else int(data[-1]) & 0xFFFFFFFF)
-            if be is None:
-                h_cbe.append(0 if wide else 0xF0)
-            elif isinstance(be, (int, np.integer)):
-                h_cbe.append(int(be) & 0xFF if wide else (int(be) & 0xF) | 0xF0)
-            else:
-                h_cbe.append(int(be[-1]) & 0xFF if wide else (int(be[-1]) & 0xF) | 0xF0)
             data_parts.append(data)
-            be_parts.append(be)
-        else:
-            h_ad.append(addr & 0xFFFFFFFF)
-            h_cbe.append(0xF0)
+            be_parts.append(s.byte_enables)
 
         t_shape.append(si); t_start.append(A); t_idle.append(idle); t_hbase.append(hbase); t_pend.append(pend)
         t_dbase.append(n_words); t_P.append(P); t_wide.append(wide); t_req64.append(bool(req64))
@@ -675,21 +599,7 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
             t_px.append((int(s.tag) & 0x1F, int(s.requester) & 0xFFFF, byte_count, bool(s.relaxed_ordering),
                          bool(s.no_snoop) and cmd != 0xC))
         if s.parity_error is not None:
-            pe = int(s.parity_error)
-            if pe < 0:
-                if s.parity_lane != "par":
-                    raise PcitraceError(f"transaction {t}: PAR64 does not cover the address phase here",
-                                        fix="use parity_lane='par' for an address parity error")
-                par_flips.append((A, t, "address phase"))
-            elif pe < P:
-                if s.parity_lane not in ("par", "par64") or (s.parity_lane == "par64" and not wide):
-                    raise PcitraceError(f"transaction {t}: parity lane {s.parity_lane!r}",
-                                        fix="use 'par', or 'par64' on a 64-bit transfer")
-                lane = "64" if s.parity_lane == "par64" else ""
-                par_flips.append((-1 - (n_words + pe), t, f"data phase {pe}{' (PAR64)' if lane else ''}"))
-            else:
-                raise PcitraceError(f"transaction {t}: parity error in data phase {pe} of {P}",
-                                    fix="name an existing data phase or -1 for the address phase")
+            par_flips.append(_parity_flip(t, s, A, P, n_words, wide))
         n_words += P
 
     return _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_req64,
@@ -697,6 +607,137 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
                      data_parts, be_parts, n_words, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
                      masters=masters, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
                      total_clocks=total_clocks)
+
+
+def _check_bus(mode: str, width: int, clock_hz: float, masters: tuple, gnt_master: int | None) -> None:
+    """The bus arguments of :func:`render`, checked."""
+    if mode not in ("pci", "pcix"):
+        raise PcitraceError(f"bus mode {mode!r}", fix="use 'pci' or 'pcix'")
+    if width not in (32, 64):
+        raise PcitraceError(f"bus width {width}", fix="use 32 or 64")
+    if not clock_hz or clock_hz <= 0:
+        raise PcitraceError(f"clock {clock_hz!r} Hz", fix="give a positive bus clock frequency")
+    nmasters = len(masters)
+    if gnt_master is not None and not 0 <= gnt_master < nmasters:
+        raise PcitraceError(f"gnt_master {gnt_master} is not one of the {nmasters} masters",
+                            fix="index a master in `masters`")
+
+
+def _spec_command(t: int, s: TxnSpec) -> int:
+    """Transaction ``t``'s bus command as a plain int, checked."""
+    cmd = s.command
+    if cmd.__class__ is not int or not 0 <= cmd <= 0xF or cmd == 0xD:
+        if isinstance(cmd, (int, np.integer)) and 0 <= int(cmd) <= 0xF and int(cmd) != 0xD:
+            cmd = int(cmd)
+        else:
+            raise PcitraceError(f"transaction {t}: command {s.command!r} is not a bus command",
+                                fix="use a C/BE# code 0x0-0xF other than 0xD (DAC is the `dac` flag)")
+    return cmd
+
+
+def _spec_devsel(t: int, s: TxnSpec) -> tuple[int | None, str]:
+    """(clocks from the last header clock to DEVSEL#, None = nobody claims it; termination)."""
+    term = s.termination
+    dname = s.devsel
+    n = DEVSEL_CLOCKS.get(dname, -1)
+    if n == -1:
+        dname = DEVSEL_ALIASES.get(str(dname).lower(), str(dname).lower())
+        if dname not in DEVSEL_CLOCKS:
+            raise PcitraceError(f"transaction {t}: DEVSEL# speed {s.devsel!r}",
+                                fix=f"use one of {', '.join(DEVSEL_CLOCKS)}")
+        n = DEVSEL_CLOCKS[dname]
+    # Either half names a master abort: nobody claims the transaction.
+    if term == "master_abort":
+        n = None
+    elif n is None and term == "normal":
+        term = "master_abort"
+    return n, term
+
+
+def _address_entries(t: int, s: TxnSpec, cmd: int, addr: int, dac: bool, whole: bool, pcix: bool,
+                     h_ad: list, h_cbe: list) -> int:
+    """Append the address phase(s) to the header tables (``whole``: a 64-bit master puts a DAC's
+    whole address and command out at once); returns the address the record gives."""
+    if dac:
+        if addr >> 64:
+            raise PcitraceError(f"transaction {t}: address 0x{addr:x} is wider than 64 bits",
+                                fix="give a 64-bit address")
+        if whole:
+            h_ad.append(addr); h_cbe.append(cmd << 4 | 0xD)
+        else:
+            h_ad.append(addr & 0xFFFFFFFF); h_cbe.append(0xFD)
+        h_ad.append(addr >> 32); h_cbe.append(0xF0 | cmd)
+        return addr
+    if addr >> 32 or addr < 0:
+        raise PcitraceError(f"transaction {t}: address 0x{addr:x} needs a dual address cycle",
+                            fix="leave `dac` unset or True for addresses above 4 GiB")
+    if pcix and cmd == 0xC:
+        # Split Completion: the address phase names the sequence it completes
+        # (lower address AD[6:0], requester AD[23:8], tag AD[28:24], RO AD[30]).
+        addr = ((addr & 0x7F) | (int(s.requester) & 0xFFFF) << 8 | (int(s.tag) & 0x1F) << 24
+                | int(bool(s.relaxed_ordering)) << 30)
+    h_ad.append(addr); h_cbe.append(0xF0 | cmd)
+    return addr
+
+
+def _attribute_entry(t: int, s: TxnSpec, cmd: int, P: int, wide: bool, h_ad: list, h_cbe: list) -> int:
+    """Append a PCI-X attribute phase to the header tables; returns the byte count."""
+    if cmd in PCIX_DWORD_COMMANDS:
+        attr_be = dword_attribute_be(s.byte_enables, P)
+        bc_low, attr_cbe = 0, attr_be
+        byte_count = 4 - bin(attr_be).count("1")
+    else:
+        bc = s.byte_count
+        if bc is None:
+            bc = max(1, min(4096, P * (8 if wide else 4)))
+        bc = int(bc)
+        if not 1 <= bc <= 4096:
+            raise PcitraceError(f"transaction {t}: PCI-X byte count {bc}", fix="use 1..4096")
+        bc_low, attr_cbe, byte_count = bc & 0xFF, (bc >> 8) & 0xF, bc
+    if cmd == 0xC:   # the completer's attributes: byte count only (no message, no error)
+        h_ad.append(bc_low)
+    else:
+        req = int(s.requester) & 0xFFFF
+        h_ad.append(bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | (int(s.tag) & 0x1F) << 24
+                    | int(bool(s.no_snoop)) << 29 | int(bool(s.relaxed_ordering)) << 30)
+    h_cbe.append(0xF0 | attr_cbe)
+    return byte_count
+
+
+def _stop_slot_entry(s: TxnSpec, addr: int, wide: bool, h_ad: list, h_cbe: list) -> None:
+    """Append what the bus shows in a stop slot: the last data word, or the address when no
+    data phase completed."""
+    data, be = s.data, s.byte_enables
+    if not len(data):
+        h_ad.append(addr & 0xFFFFFFFF)
+        h_cbe.append(0xF0)
+        return
+    h_ad.append(int(data[-1]) if wide else int(data[-1]) & 0xFFFFFFFF)
+    if be is None:
+        h_cbe.append(0 if wide else 0xF0)
+    elif isinstance(be, (int, np.integer)):
+        h_cbe.append(int(be) & 0xFF if wide else (int(be) & 0xF) | 0xF0)
+    else:
+        h_cbe.append(int(be[-1]) & 0xFF if wide else (int(be[-1]) & 0xF) | 0xF0)
+
+
+def _parity_flip(t: int, s: TxnSpec, A: int, P: int, n_words: int, wide: bool) -> tuple[int, int, str]:
+    """(clock, or -1 - word index for a data phase; transaction; what) of the parity error
+    ``s`` asks for; ``A``: its address clock, ``n_words``: the data words before it."""
+    pe = int(s.parity_error)
+    if pe < 0:
+        if s.parity_lane != "par":
+            raise PcitraceError(f"transaction {t}: PAR64 does not cover the address phase here",
+                                fix="use parity_lane='par' for an address parity error")
+        return A, t, "address phase"
+    if pe >= P:
+        raise PcitraceError(f"transaction {t}: parity error in data phase {pe} of {P}",
+                            fix="name an existing data phase or -1 for the address phase")
+    if s.parity_lane not in ("par", "par64") or (s.parity_lane == "par64" and not wide):
+        raise PcitraceError(f"transaction {t}: parity lane {s.parity_lane!r}",
+                            fix="use 'par', or 'par64' on a 64-bit transfer")
+    lane = "64" if s.parity_lane == "par64" else ""
+    return -1 - (n_words + pe), t, f"data phase {pe}{' (PAR64)' if lane else ''}"
 
 
 def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_req64, t_ack64,
