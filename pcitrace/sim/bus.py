@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -756,10 +757,6 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     entries - built in place with the words as the bus carries them (a 32-bit transfer's
     AD[63:32] zero and C/BE#[7:4] high), instead of ``h_ad``/``h_cbe``/``data_parts``/``be_parts``;
     ``t_bytes``: the records' bytes, when the caller knows them."""
-    pcix = mode == "pcix"
-    table = command_table(mode)
-    names = {c: table[c][0] for c in range(16)}
-    late: list[tuple[int, int]] = []
     ntx = len(t_start)
     total = clock + max(int(tail), 1)
     if total_clocks is not None:
@@ -769,40 +766,15 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         total = int(total_clocks)
 
     # -- runs of every transaction, from the shapes ---------------------------------------------
-    i64, ip = np.int64, np.intp
+    i64 = np.int64
     t_shape_a = np.asarray(t_shape, i64)
     t_start_a = np.asarray(t_start, i64)
     t_P_a = np.asarray(t_P, i64)
-    t_master_a = np.asarray(t_master, i64)
-    nsh = len(shape_list)
-    # Per transaction: one idle run, then its shape's runs; then the tail. Every shape's table
-    # starts with that idle run (length and word filled in below), so a block's run arrays are
-    # one gather from the tables each: no scatter of the body runs between the idle ones.
-    sh_nruns = np.array([len(x.code) + 1 for x in shape_list], ip)
-    sh_off = np.concatenate(([0], np.cumsum(sh_nruns))).astype(ip)
-
-    def cat(attr, idle):
-        return np.concatenate([a for x in shape_list for a in ((idle,), getattr(x, attr))]) if nsh else \
-            np.zeros(0, i64)
-
-    all_code, all_len, all_src, all_off, all_step = (
-        cat(a, v) for a, v in (("code", IDLE), ("length", 0), ("source", 1), ("offset", 0), ("step", 0)))
-    all_code = all_code.astype(np.uint8)
-    all_len = all_len.astype(ip)
-    sh_end = np.array([x.end for x in shape_list], i64)
-    sh_dev = np.array([x.devsel if x.devsel is not None else (1 << 62) for x in shape_list], i64)
+    tab = _RunTables.of(shape_list)
     # A run's first word: source 0 = header entry -(hbase + off) - 1, 1 = data word dbase + off,
-    # 2 = the stop slot's entry -pend - 1; header words are at increasing header indices =
-    # decreasing negative words. As a per-transaction base by source plus a signed offset per
-    # shape run.
-    sh_src = all_src.astype(ip)
-    sgn_off = np.where(sh_src == 0, -all_off, all_off).astype(ip)
-    sgn_step = np.where(sh_src == 0, -all_step, all_step).astype(ip)
+    # 2 = the stop slot's entry -pend - 1 (see _RunTables) - a per-transaction base by source.
     t_base = np.stack((-np.asarray(t_hbase, i64) - 1, np.asarray(t_dbase, i64), -np.asarray(t_pend, i64) - 1)) \
         if ntx else np.zeros((3, 0), i64)
-    t_nb = sh_nruns[t_shape_a] if ntx else np.zeros(0, ip)
-    t_idle_a = np.asarray(t_idle, i64)
-    t_from = t_start_a - t_idle_a            # each transaction's first clock (its idle run's)
     nd = n_words
 
     wide_t = np.asarray(t_wide, bool)
@@ -811,32 +783,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         val_ad, val_be = tables
         all_ad, all_be = val_ad[:nd], val_be[:nd]
     else:
-        all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
-            if data_parts else np.zeros(0, np.uint64)
-        wide_w = np.repeat(wide_t, t_P_a)
-        all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
-        if any(b is not None for b in be_parts):
-            zero = np.zeros(int(t_P_a.max()), np.uint8)
-            parts = []
-            for d, b in zip(data_parts, be_parts):
-                if b is None:
-                    parts.append(zero[:len(d)])
-                elif isinstance(b, (int, np.integer)):
-                    parts.append(np.full(len(d), int(b) & 0xFF, np.uint8))
-                else:
-                    parts.append(b if isinstance(b, np.ndarray) else np.asarray(b, dtype=np.int64))
-            lens = np.fromiter(map(len, parts), np.int64, len(parts))
-            bad = np.flatnonzero(lens != t_P_a[t_P_a > 0])
-            if len(bad):
-                t = int(np.flatnonzero(t_P_a > 0)[bad[0]])
-                raise PcitraceError(f"transaction {t}: {lens[bad[0]]} byte enables for {t_P[t]} data phases",
-                                    fix="give one C/BE# value per completed data phase")
-            all_be = np.concatenate(parts).astype(np.uint8)
-        else:
-            all_be = np.zeros(nd, np.uint8)
-        all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
-        val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
-        val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
+        val_ad, val_be, all_ad, all_be, wide_w = _value_tables(h_ad, h_cbe, data_parts, be_parts, t_P_a, wide_t)
     # (a 32-bit bus: every transfer is 32 bits, so the data words need no masking; C/BE#[7:4]
     # is masked in the tables - all_be may be a view of them: the words and records read only
     # C/BE#[3:0] of a 32-bit transfer)
@@ -845,14 +792,6 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         val_be &= 0xF
 
     # -- per-clock arrays ----------------------------------------------------------------------
-    # Block by block of transactions (about CLOCK_BLOCK clocks each; the last one with the
-    # tail): the block's runs from the shape tables, then its clocks - a value index per clock
-    # (each run's first value repeated, the data clocks stepping through the words - the k-th
-    # data clock of the bus carries word k - and multi-clock headers (DAC, PCI-X attribute)
-    # through theirs), AD and C/BE# gathered from the value tables, FRAME#..STOP# from one
-    # repeat of the packed state bits, PAR/PAR64 from the block's AD and C/BE#. Every
-    # temporary is a block long and stays in the CPU cache: whole-bus run arrays and their
-    # gathers were hundreds of MB of fresh pages at 10 M clocks.
     ad = np.empty(total, np.uint64)
     cbe = np.empty(total, np.uint8)
     f_n, irdy_n, trdy_n, stop_n, par = (np.empty(total, np.uint8) for _ in range(5))
@@ -865,142 +804,16 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     code = None if lean else np.empty(total, np.uint8)
     data_clocks = np.empty(nd, i64) if not lean or par_flips else None
     sig_out = (ad, cbe, f_n, irdy_n, trdy_n, stop_n, par, par64, code)
-    nodev_parts = []                          # clocks where DEVSEL# is forced off
-    cuts = np.searchsorted(t_from, np.arange(CLOCK_BLOCK, clock, CLOCK_BLOCK, dtype=i64)) if ntx else []
-    # (a transaction after a long quiet spell starts a block: its idle run is held, see below)
-    quiet = np.flatnonzero(t_idle_a > CLOCK_BLOCK) if ntx else []
-    bounds = sorted(set([0, ntx, *np.asarray(cuts).tolist(), *np.asarray(quiet).tolist()]))
-    blocks = list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
-    carry = -1            # the word the bus shows before the block (before anything: header entry 0)
-    w0 = 0
-    t8 = np.empty(0, np.uint8)
-    for t0, t1 in blocks:
-        last = t1 == ntx
-        c0 = int(t_from[t0]) if t0 < ntx else clock
-        c1 = int(t_from[t1]) if not last else total
-        nb = t_nb[t0:t1]
-        first = np.cumsum(nb) - nb                  # each transaction's idle run
-        nr = int(nb.sum()) + last                   # (+ the tail)
-        # run k of the block: shape table entry bi[k] of block transaction tb[k]
-        tb = np.repeat(np.arange(t1 - t0, dtype=ip), nb)
-        bi = np.repeat(sh_off[t_shape_a[t0:t1]] - first, nb)
-        bi += np.arange(len(bi), dtype=ip)
-        rc = np.empty(nr, np.uint8)
-        rl = np.empty(nr, ip)
-        rw = np.empty(nr, i64)
-        rs = np.empty(nr, i64)
-        k = len(bi)
-        np.take(all_code, bi, out=rc[:k], mode="clip")    # (mode='raise' would buffer out= arrays)
-        np.take(all_len, bi, out=rl[:k], mode="clip")
-        rl[first] = t_idle_a[t0:t1]
-        src = np.take(sh_src, bi)
-        src *= t1 - t0
-        src += tb
-        np.take(t_base[:, t0:t1], src, out=rw[:k], mode="clip")
-        del tb, src
-        rw[:k] += sgn_off[bi]
-        np.take(sgn_step, bi, out=rs[:k], mode="clip")
-        del bi
-        if last:
-            rc[-1], rl[-1], rw[-1], rs[-1] = IDLE, total - clock, 0, 0
-        # idle runs hold whatever the previous run left on AD (the first one: what the previous
-        # block left)
-        prev_end = rl - 1
-        prev_end *= rs
-        prev_end += rw
-        rw[first[1:]] = prev_end[first[1:] - 1]
-        if last and nr > 1:
-            rw[-1] = prev_end[-2]
-        rw[0] = carry
-        carry = int(prev_end[-1])                  # (a block ends with a transaction's last run)
-        del prev_end
-        # index into the value table [data words..., header entries...] (header words are stored
-        # negative and step downwards, data words positive and step upwards)
-        neg = rw < 0
-        np.subtract(nd - 1, rw, out=rw, where=neg)
-        np.negative(rs, out=rs, where=neg)
-        del neg
-        if c1 - c0 != int(rl.sum()):   # internal consistency of the run builder
-            raise AssertionError(f"clocks {c0}..{c1} drawn in {int(rl.sum())} clocks")
-        # A long quiet spell (the block's first run, or the tail) is one value held: drawn as
-        # such, so that no block temporary grows with it.
-        if rl[0] > CLOCK_BLOCK:
-            _hold(sig_out, c0, c0 + int(rl[0]), int(rw[0]), val_ad, val_be, total)
-            c0 += int(rl[0])
-            rl[0] = 0
-        if last and rl[-1] > CLOCK_BLOCK:
-            _hold(sig_out, c1 - int(rl[-1]), c1, int(rw[-1]), val_ad, val_be, total)
-            c1 -= int(rl[-1])
-            rl[-1] = 0
-        run_at = np.cumsum(rl)                      # (block clocks)
-        run_at -= rl
-        if code is not None:
-            code[c0:c1] = np.repeat(rc, rl)
-        idx = np.repeat(rw, rl)
-        d = np.flatnonzero(_IS_DATA[rc])
-        if len(d):
-            dl = rl[d]
-            nw = int(dl.sum())
-            loc = np.repeat(run_at[d] - (np.cumsum(dl) - dl), dl)
-            loc += np.arange(nw)
-            idx[loc] = np.arange(w0, w0 + nw)
-            if data_clocks is not None:
-                np.add(loc, c0, out=data_clocks[w0:w0 + nw])
-            w0 += nw
-        hs = np.flatnonzero((rs != 0) & (rw >= nd) & (rl > 1))
-        if len(hs):
-            hl = rl[hs]
-            kk = np.arange(int(hl.sum())) - np.repeat(np.cumsum(hl) - hl, hl)    # clock within its run
-            idx[np.repeat(run_at[hs], hl) + kk] = np.repeat(rw[hs], hl) + kk * np.repeat(rs[hs], hl)
-        off = np.flatnonzero(_NODEV_BUSY[rc])
-        if len(off):
-            ol = rl[off]
-            nc = np.repeat(run_at[off] - (np.cumsum(ol) - ol) + c0, ol)
-            nc += np.arange(len(nc))
-            nodev_parts.append(nc)
-        a, c = ad[c0:c1], cbe[c0:c1]
-        np.take(val_ad, idx, out=a, mode="clip")
-        np.take(val_be, idx, out=c, mode="clip")
-        del idx
-        bits = np.repeat(_FITS[rc], rl)
-        np.bitwise_and(bits, 1, out=f_n[c0:c1])
-        o = np.right_shift(bits, 1, out=irdy_n[c0:c1])
-        o &= 1
-        o = np.right_shift(bits, 2, out=trdy_n[c0:c1])
-        o &= 1
-        np.right_shift(bits, 3, out=stop_n[c0:c1])      # (the top bit: nothing to mask)
-        # PAR/PAR64 of clock c are on clock c + 1 (the bus's last clock has none)
-        e = max(0, min(c1, total - 1) - c0)
-        if len(t8) < e:
-            t8 = np.empty(e, np.uint8)
-        _parity(a[:e], c[:e], par[c0 + 1:c0 + 1 + e], None if par64 is None else par64[c0 + 1:c0 + 1 + e], t8)
-    if w0 != nd:   # internal consistency of the run builder
-        raise AssertionError(f"{w0} data clocks for {nd} words")
-    # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
-    # a few runs inside transactions (idle runs, which the table also marks, are never inside a
-    # [DEVSEL#, end] interval), so their clocks are set, not the whole bus compared
-    nodev = np.concatenate(nodev_parts) if nodev_parts else np.zeros(0, i64)
-    del val_ad, val_be, nodev_parts
+    nodev = _draw_clocks(sig_out, tab, t_base, t_shape_a, np.asarray(t_idle, i64), t_start_a, clock, total,
+                         val_ad, val_be, nd, data_clocks)
+    del val_ad, val_be
 
-    # Per-transaction intervals become per-clock masks by +1/-1 edges and a running sum.
-    t_end_a = t_start_a + sh_end[t_shape_a] if ntx else np.zeros(0, i64)
-    t_dev_a = t_start_a + sh_dev[t_shape_a] if ntx else np.zeros(0, i64)
+    # Per-transaction intervals become per-clock lines (_interval_line).
+    t_end_a = t_start_a + tab.end[t_shape_a] if ntx else np.zeros(0, i64)
+    t_dev_a = t_start_a + tab.devsel[t_shape_a] if ntx else np.zeros(0, i64)
     claimed = t_dev_a <= t_end_a
-
-    def interval_line(lo, hi):
-        # An asserted-low line, 0 in the [lo, hi] intervals: transactions never overlap, so the
-        # intervals are sorted and disjoint and the line is alternating runs, one repeat (no
-        # edge array and running sum, no mask to invert afterwards).
-        b = np.empty(2 * len(lo) + 2, i64)
-        b[0], b[-1] = 0, total
-        b[1:-1:2] = lo
-        b[2:-1:2] = hi + 1
-        levels = np.zeros(len(b) - 1, np.uint8)     # 1, 0, 1, 0, ... (np.resize: 100 times slower)
-        levels[::2] = 1
-        return np.repeat(levels, np.diff(b))
-
     # (lines combined in place: every per-clock temporary is tens of MB at 10 M clocks)
-    devsel_n = interval_line(t_dev_a[claimed], t_end_a[claimed])
+    devsel_n = _interval_line(t_dev_a[claimed], t_end_a[claimed], total)
     devsel_n[nodev] = 1
     del nodev
     sig: dict[str, np.ndarray] = {
@@ -1013,16 +826,294 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         sig["par64"] = par64
         r64 = np.asarray(t_req64, bool) if ntx else np.zeros(0, bool)
         a64 = np.asarray(t_ack64, bool) & claimed if ntx else np.zeros(0, bool)
-        req64_n = interval_line(t_start_a[r64], t_end_a[r64])
+        req64_n = _interval_line(t_start_a[r64], t_end_a[r64], total)
         req64_n |= f_n
         sig["req64_n"] = req64_n
-        ack64_n = interval_line(t_dev_a[a64], t_end_a[a64])
+        ack64_n = _interval_line(t_dev_a[a64], t_end_a[a64], total)
         ack64_n |= devsel_n              # ACK64# only while DEVSEL# is asserted
         sig["ack64_n"] = ack64_n
+    _arbitration(sig, t_start_a, np.asarray(t_master, i64), masters, gnt_master, lean, total)
 
-    # Arbitration: master j's GNT# runs from the clock after the previous address phase to its
-    # own address phase (hidden arbitration), then parks; REQ# leads GNT# by one clock.
-    # Each line straight from the transactions' masters (no per-clock owner array to compare).
+    # -- truth: times, words, bytes, findings -------------------------------------------------
+    times = _clock_times(clock_hz)
+    rec, late = _records(shape_list, t_shape_a, t_P_a, wide_t, np.asarray(t_master, i64), t_dbase, t_cmd, t_addr,
+                         t_dac, t_px, par_flips, mode=mode, bus=bus, gnt_master=gnt_master, with_ad=with_ad,
+                         lean=lean)
+    rec["start_ps"] = times(t_start_a)
+    rec["end_ps"] = times(t_end_a)
+    lo_be = all_be & 0xF
+    if wide_w is None and (not lean or (with_ad and t_bytes is None)):
+        wide_w = np.repeat(wide_t, t_P_a)
+    if with_ad and t_bytes is not None:
+        rec["bytes"] = t_bytes
+    elif with_ad:
+        rec["bytes"] = _record_bytes(all_be, lo_be, wide_w, wide_t, t_P_a, np.asarray(t_dbase, i64))
+    else:
+        rec["bytes"] = t_P_a * (rec["width"] // 8)
+    words = np.zeros(0 if lean else nd, WORD_DTYPE)
+    if not lean:
+        words["record"] = np.repeat(np.arange(ntx), t_P_a)
+        words["time_ps"] = times(data_clocks)
+        if with_ad:
+            words["value"] = all_ad
+            words["byte_enables"] = np.where(wide_w, all_be, lo_be)
+        # (no AD / C/BE# captured: the words keep only their times, value and byte enables 0)
+    findings, bad_parity = _findings(sig, late, reasserted, par_flips, t_start_a, data_clocks, times, bus, with_ad)
+    nhdr_t = np.array([x.length[0] for x in shape_list], i64)[t_shape_a] if ntx else np.zeros(0, i64)
+    return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,
+                       with_ad, t_start_a, t_end_a, code, nhdr_t, t_dev_a, bad_parity)
+
+
+class _RunTables(NamedTuple):
+    """Every shape's runs in one table per field, each shape's entries starting with the idle
+    run before its transaction (length and word filled in per transaction), so that a block's
+    run arrays are one gather from the tables each: no scatter of the body runs between the
+    idle ones. A run's first word is a per-transaction base by source (header entry, data word,
+    stop slot's entry) plus ``offset``; header words are at increasing header indices, stored
+    as decreasing negative words, so their offsets and steps are negated here."""
+
+    code: np.ndarray        # uint8 state codes
+    length: np.ndarray      # intp
+    source: np.ndarray      # intp: 0 header, 1 data, 2 stop slot
+    offset: np.ndarray      # signed word offset of the run's first clock
+    step: np.ndarray        # signed word step per clock
+    start: np.ndarray       # per shape: its first entry (its idle run)
+    nruns: np.ndarray       # per shape: its entries (with the idle run)
+    end: np.ndarray         # per shape: last clock - address clock
+    devsel: np.ndarray      # per shape: first DEVSEL# clock - address clock (unclaimed: 2^62)
+
+    @classmethod
+    def of(cls, shape_list: list[_Shape]) -> "_RunTables":
+        i64, ip = np.int64, np.intp
+        nruns = np.array([len(x.code) + 1 for x in shape_list], ip)
+        start = np.concatenate(([0], np.cumsum(nruns))).astype(ip)
+
+        def cat(attr, idle):
+            return np.concatenate([a for x in shape_list for a in ((idle,), getattr(x, attr))]) if shape_list \
+                else np.zeros(0, i64)
+
+        code, length, src, off, step = (
+            cat(a, v) for a, v in (("code", IDLE), ("length", 0), ("source", 1), ("offset", 0), ("step", 0)))
+        src = src.astype(ip)
+        return cls(code.astype(np.uint8), length.astype(ip), src,
+                   np.where(src == 0, -off, off).astype(ip), np.where(src == 0, -step, step).astype(ip),
+                   start, nruns, np.array([x.end for x in shape_list], i64),
+                   np.array([x.devsel if x.devsel is not None else (1 << 62) for x in shape_list], i64))
+
+
+def _value_tables(h_ad, h_cbe, data_parts, be_parts, t_P_a, wide_t):
+    """render's value tables [data words..., header entries...] for AD and C/BE#, from its
+    transactions' data and byte enables as given (a 32-bit transfer's AD[63:32] cleared and
+    C/BE#[7:4] high); returns (AD table, C/BE# table, data words, their C/BE#, per word: 64-bit)."""
+    all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
+        if data_parts else np.zeros(0, np.uint64)
+    wide_w = np.repeat(wide_t, t_P_a)
+    all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
+    if any(b is not None for b in be_parts):
+        zero = np.zeros(int(t_P_a.max()), np.uint8)
+        parts = []
+        for d, b in zip(data_parts, be_parts):
+            if b is None:
+                parts.append(zero[:len(d)])
+            elif isinstance(b, (int, np.integer)):
+                parts.append(np.full(len(d), int(b) & 0xFF, np.uint8))
+            else:
+                parts.append(b if isinstance(b, np.ndarray) else np.asarray(b, dtype=np.int64))
+        lens = np.fromiter(map(len, parts), np.int64, len(parts))
+        bad = np.flatnonzero(lens != t_P_a[t_P_a > 0])
+        if len(bad):
+            t = int(np.flatnonzero(t_P_a > 0)[bad[0]])
+            raise PcitraceError(f"transaction {t}: {lens[bad[0]]} byte enables for {t_P_a[t]} data phases",
+                                fix="give one C/BE# value per completed data phase")
+        all_be = np.concatenate(parts).astype(np.uint8)
+    else:
+        all_be = np.zeros(len(all_ad), np.uint8)
+    all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
+    val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
+    val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
+    return val_ad, val_be, all_ad, all_be, wide_w
+
+
+def _blocks(t_from: np.ndarray, t_idle: np.ndarray, clock: int) -> list[tuple[int, int]]:
+    """The transaction ranges [t0, t1) drawn as one block each: about CLOCK_BLOCK clocks
+    (``t_from``: each transaction's first clock, its idle run's), and a transaction after a
+    long quiet spell starts one (its idle run is held, see _draw_clocks)."""
+    ntx = len(t_from)
+    cuts = np.searchsorted(t_from, np.arange(CLOCK_BLOCK, clock, CLOCK_BLOCK, dtype=np.int64)) if ntx else []
+    quiet = np.flatnonzero(t_idle > CLOCK_BLOCK) if ntx else []
+    bounds = sorted(set([0, ntx, *np.asarray(cuts).tolist(), *np.asarray(quiet).tolist()]))
+    return list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
+
+
+def _draw_clocks(lines, tab: _RunTables, t_base, t_shape_a, t_idle_a, t_start_a, clock: int, total: int,
+                 val_ad, val_be, nd: int, data_clocks) -> np.ndarray:
+    """Draw every clock into the per-clock ``lines`` (as _hold); ``data_clocks`` (or None) gets
+    each data word's clock. Returns the clocks where DEVSEL# is forced off.
+
+    Block by block of transactions (about CLOCK_BLOCK clocks each; the last one with the
+    tail): the block's runs from the shape tables, then its clocks - a value index per clock
+    (each run's first value repeated, the data clocks stepping through the words - the k-th
+    data clock of the bus carries word k - and multi-clock headers (DAC, PCI-X attribute)
+    through theirs), AD and C/BE# gathered from the value tables, FRAME#..STOP# from one
+    repeat of the packed state bits, PAR/PAR64 from the block's AD and C/BE#. Every
+    temporary is a block long and stays in the CPU cache: whole-bus run arrays and their
+    gathers were hundreds of MB of fresh pages at 10 M clocks."""
+    ntx = len(t_start_a)
+    t_from = t_start_a - t_idle_a            # each transaction's first clock (its idle run's)
+    t_nb = tab.nruns[t_shape_a] if ntx else np.zeros(0, np.intp)
+    nodev_parts = []                          # clocks where DEVSEL# is forced off
+    carry = -1            # the word the bus shows before the block (before anything: header entry 0)
+    w0 = 0
+    t8 = np.empty(0, np.uint8)
+    for t0, t1 in _blocks(t_from, t_idle_a, clock):
+        last = t1 == ntx
+        c0 = int(t_from[t0]) if t0 < ntx else clock
+        c1 = int(t_from[t1]) if not last else total
+        rc, rl, rw, rs, carry = _block_runs(tab, t_base, t_shape_a, t_idle_a, t_nb, t0, t1, last,
+                                            total - clock, carry, nd)
+        if c1 - c0 != int(rl.sum()):   # internal consistency of the run builder
+            raise AssertionError(f"clocks {c0}..{c1} drawn in {int(rl.sum())} clocks")
+        # A long quiet spell (the block's first run, or the tail) is one value held: drawn as
+        # such, so that no block temporary grows with it.
+        if rl[0] > CLOCK_BLOCK:
+            _hold(lines, c0, c0 + int(rl[0]), int(rw[0]), val_ad, val_be, total)
+            c0 += int(rl[0])
+            rl[0] = 0
+        if last and rl[-1] > CLOCK_BLOCK:
+            _hold(lines, c1 - int(rl[-1]), c1, int(rw[-1]), val_ad, val_be, total)
+            c1 -= int(rl[-1])
+            rl[-1] = 0
+        w0, t8 = _draw_runs(lines, rc, rl, rw, rs, c0, c1, total, val_ad, val_be, nd, w0, data_clocks,
+                            nodev_parts, t8)
+    if w0 != nd:   # internal consistency of the run builder
+        raise AssertionError(f"{w0} data clocks for {nd} words")
+    # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
+    # a few runs inside transactions (idle runs, which the table also marks, are never inside a
+    # [DEVSEL#, end] interval), so their clocks are set, not the whole bus compared
+    return np.concatenate(nodev_parts) if nodev_parts else np.zeros(0, np.int64)
+
+
+def _block_runs(tab: _RunTables, t_base, t_shape_a, t_idle_a, t_nb, t0: int, t1: int, last: bool, tail: int,
+                carry: int, nd: int):
+    """The runs of transactions [t0, t1) (``last``: and the ``tail`` idle clocks after them):
+    (state code, length, value-table index of the first clock, index step per clock) arrays,
+    and the value index the bus shows after them. ``carry``: the one it shows before them."""
+    ip = np.intp
+    nb = t_nb[t0:t1]
+    first = np.cumsum(nb) - nb                  # each transaction's idle run
+    nr = int(nb.sum()) + last                   # (+ the tail)
+    # run k of the block: shape table entry bi[k] of block transaction tb[k]
+    tb = np.repeat(np.arange(t1 - t0, dtype=ip), nb)
+    bi = np.repeat(tab.start[t_shape_a[t0:t1]] - first, nb)
+    bi += np.arange(len(bi), dtype=ip)
+    rc = np.empty(nr, np.uint8)
+    rl = np.empty(nr, ip)
+    rw = np.empty(nr, np.int64)
+    rs = np.empty(nr, np.int64)
+    k = len(bi)
+    np.take(tab.code, bi, out=rc[:k], mode="clip")    # (mode='raise' would buffer out= arrays)
+    np.take(tab.length, bi, out=rl[:k], mode="clip")
+    rl[first] = t_idle_a[t0:t1]
+    src = np.take(tab.source, bi)
+    src *= t1 - t0
+    src += tb
+    np.take(t_base[:, t0:t1], src, out=rw[:k], mode="clip")
+    del tb, src
+    rw[:k] += tab.offset[bi]
+    np.take(tab.step, bi, out=rs[:k], mode="clip")
+    del bi
+    if last:
+        rc[-1], rl[-1], rw[-1], rs[-1] = IDLE, tail, 0, 0
+    # idle runs hold whatever the previous run left on AD (the first one: what the previous
+    # block left)
+    prev_end = rl - 1
+    prev_end *= rs
+    prev_end += rw
+    rw[first[1:]] = prev_end[first[1:] - 1]
+    if last and nr > 1:
+        rw[-1] = prev_end[-2]
+    rw[0] = carry
+    carry = int(prev_end[-1])                  # (a block ends with a transaction's last run)
+    del prev_end
+    # index into the value table [data words..., header entries...] (header words are stored
+    # negative and step downwards, data words positive and step upwards)
+    neg = rw < 0
+    np.subtract(nd - 1, rw, out=rw, where=neg)
+    np.negative(rs, out=rs, where=neg)
+    return rc, rl, rw, rs, carry
+
+
+def _draw_runs(lines, rc, rl, rw, rs, c0: int, c1: int, total: int, val_ad, val_be, nd: int, w0: int,
+               data_clocks, nodev_parts: list, t8):
+    """Clocks c0..c1-1 from their runs (as _block_runs gives them) into the per-clock ``lines``
+    (as _hold); ``w0``: the data words drawn before. Appends the clocks where DEVSEL# is forced
+    off to ``nodev_parts``; returns the data words drawn so far and the uint8 scratch ``t8``."""
+    ad, cbe, f_n, irdy_n, trdy_n, stop_n, par, par64, code = lines
+    run_at = np.cumsum(rl)                      # (block clocks)
+    run_at -= rl
+    if code is not None:
+        code[c0:c1] = np.repeat(rc, rl)
+    idx = np.repeat(rw, rl)
+    d = np.flatnonzero(_IS_DATA[rc])
+    if len(d):
+        dl = rl[d]
+        nw = int(dl.sum())
+        loc = np.repeat(run_at[d] - (np.cumsum(dl) - dl), dl)
+        loc += np.arange(nw)
+        idx[loc] = np.arange(w0, w0 + nw)
+        if data_clocks is not None:
+            np.add(loc, c0, out=data_clocks[w0:w0 + nw])
+        w0 += nw
+    hs = np.flatnonzero((rs != 0) & (rw >= nd) & (rl > 1))
+    if len(hs):
+        hl = rl[hs]
+        kk = np.arange(int(hl.sum())) - np.repeat(np.cumsum(hl) - hl, hl)    # clock within its run
+        idx[np.repeat(run_at[hs], hl) + kk] = np.repeat(rw[hs], hl) + kk * np.repeat(rs[hs], hl)
+    off = np.flatnonzero(_NODEV_BUSY[rc])
+    if len(off):
+        ol = rl[off]
+        nc = np.repeat(run_at[off] - (np.cumsum(ol) - ol) + c0, ol)
+        nc += np.arange(len(nc))
+        nodev_parts.append(nc)
+    a, c = ad[c0:c1], cbe[c0:c1]
+    np.take(val_ad, idx, out=a, mode="clip")
+    np.take(val_be, idx, out=c, mode="clip")
+    del idx
+    bits = np.repeat(_FITS[rc], rl)
+    np.bitwise_and(bits, 1, out=f_n[c0:c1])
+    o = np.right_shift(bits, 1, out=irdy_n[c0:c1])
+    o &= 1
+    o = np.right_shift(bits, 2, out=trdy_n[c0:c1])
+    o &= 1
+    np.right_shift(bits, 3, out=stop_n[c0:c1])      # (the top bit: nothing to mask)
+    # PAR/PAR64 of clock c are on clock c + 1 (the bus's last clock has none)
+    e = max(0, min(c1, total - 1) - c0)
+    if len(t8) < e:
+        t8 = np.empty(e, np.uint8)
+    _parity(a[:e], c[:e], par[c0 + 1:c0 + 1 + e], None if par64 is None else par64[c0 + 1:c0 + 1 + e], t8)
+    return w0, t8
+
+
+def _interval_line(lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
+    """An asserted-low line of ``total`` clocks, 0 in the [lo, hi] intervals."""
+    # Transactions never overlap, so the intervals are sorted and disjoint and the line is
+    # alternating runs, one repeat (no edge array and running sum, no mask to invert afterwards).
+    b = np.empty(2 * len(lo) + 2, np.int64)
+    b[0], b[-1] = 0, total
+    b[1:-1:2] = lo
+    b[2:-1:2] = hi + 1
+    levels = np.zeros(len(b) - 1, np.uint8)     # 1, 0, 1, 0, ... (np.resize: 100 times slower)
+    levels[::2] = 1
+    return np.repeat(levels, np.diff(b))
+
+
+def _arbitration(sig: dict, t_start_a, t_master_a, masters, gnt_master, lean: bool, total: int) -> None:
+    """REQ#/GNT# lines into ``sig``: every master's (``req_n:NAME`` / ``gnt_n:NAME``; lean: only
+    ``gnt_master``'s) and ``gnt_master``'s as ``req_n`` / ``gnt_n``."""
+    # Master j's GNT# runs from the clock after the previous address phase to its own address
+    # phase (hidden arbitration), then parks; REQ# leads GNT# by one clock. Each line straight
+    # from the transactions' masters (no per-clock owner array to compare).
+    ntx = len(t_start_a)
     lines = [m for m in range(len(masters)) if not lean or m == gnt_master]
     last = int(t_start_a[-1]) if ntx else -1
     if ntx:
@@ -1050,80 +1141,86 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         if m == gnt_master:
             sig["gnt_n"], sig["req_n"] = g, rq
 
-    # -- truth: times, words, bytes, findings -------------------------------------------------
+
+def _clock_times(clock_hz: float):
+    """Clock indices -> ps, rounded (as clock_times)."""
     period = 1e12 / clock_hz
 
     def times(idx):
         x = np.array(idx, dtype=np.float64)
         x *= period
-        return np.rint(x, out=x).astype(i64)
+        return np.rint(x, out=x).astype(np.int64)
+    return times
 
+
+def _records(shape_list, t_shape_a, t_P_a, wide_t, t_master_a, t_dbase, t_cmd, t_addr, t_dac, t_px, par_flips,
+             *, mode, bus, gnt_master, with_ad, lean):
+    """The records (RECORD_DTYPE, or RecordColumns when ``lean``) without times and bytes, and
+    the (transaction, clocks from its address phase) of every first data phase later than
+    MAX_INITIAL_LATENCY."""
+    i64 = np.int64
+    ntx = len(t_shape_a)
     rec = RecordColumns(ntx) if lean else np.zeros(ntx, RECORD_DTYPE)
     rec["bus"] = bus
-    if ntx:
-        sh_pick = lambda attr, dt: np.array([getattr(x, attr) for x in shape_list], dt)[t_shape_a]  # noqa: E731
-        rec["clocks"] = sh_end[t_shape_a] + 1
-        rec["data_phases"] = t_P_a
-        if lean:
-            rec["devsel"] = Strings([x.rec_devsel for x in shape_list], t_shape_a)
-            rec["termination"] = Strings([x.rec_termination for x in shape_list], t_shape_a)
-        else:
-            rec["devsel"] = sh_pick("rec_devsel", "U12")
-            rec["termination"] = sh_pick("rec_termination", "U24")
-        rec["initiator_waits"] = sh_pick("rec_iwaits", i64)
-        rec["target_waits"] = sh_pick("twaits", i64)
-        rec["width"] = np.where(wide_t, 64, 32)
-        rec["gnt"] = -1 if gnt_master is None else (t_master_a == gnt_master)
-        rec["data_index"] = np.asarray(t_dbase, i64)
-        if with_ad:
-            if lean:
-                rec["command"] = Strings([names[c] for c in range(16)], t_cmd)
-            else:
-                rec["command"] = np.array([names[c] for c in range(16)], "U24")[np.asarray(t_cmd, i64)]
-            rec["dac"] = t_dac
-            rec["address"] = np.array(t_addr, dtype=np.uint64)
-            if par_flips:
-                bad = np.zeros(ntx, bool)
-                bad[[t for _, t, _ in par_flips]] = True
-                rec["parity_error"] = bad
-        else:
-            rec["command"] = "unknown"
-        if pcix and with_ad:
-            # (render_txns passes the five columns; render's loop a row per transaction)
-            cols = t_px if isinstance(t_px, tuple) else zip(*t_px)
-            for fname, col in zip(("tag", "requester", "byte_count", "relaxed_ordering", "no_snoop"), cols):
-                rec[fname] = col
-        else:
-            rec["tag"] = rec["requester"] = rec["byte_count"] = -1
-        fd = np.array([x.first_data if x.first_data is not None else -1 for x in shape_list], i64)[t_shape_a]
-        late = [(int(t), int(fd[t])) for t in np.flatnonzero(fd > MAX_INITIAL_LATENCY)]
-    rec["start_ps"] = times(t_start_a)
-    rec["end_ps"] = times(t_end_a)
-    lo_be = all_be & 0xF
-    if wide_w is None and (not lean or (with_ad and t_bytes is None)):
-        wide_w = np.repeat(wide_t, t_P_a)
-    if with_ad and t_bytes is not None:
-        rec["bytes"] = t_bytes
-    elif with_ad:
-        # Bytes per record: its lanes (8 or 4 per data phase) less the disabled ones, summed over
-        # the few words that disable any (no per-word int64 counts and running sum: three
-        # arrays of 8 bytes a word, tens of MB at 10 M clocks). Exact integers.
-        off_w = np.flatnonzero(np.where(wide_w, all_be, lo_be))
-        dis = np.zeros(len(off_w) + 1, i64)
-        np.cumsum(np.bitwise_count(np.where(wide_w[off_w], all_be[off_w], lo_be[off_w])), out=dis[1:])
-        dbase = np.asarray(t_dbase, i64)
-        lanes = np.where(wide_t, 8, 4) if ntx else np.zeros(0, i64)
-        rec["bytes"] = t_P_a * lanes - (dis[np.searchsorted(off_w, dbase + t_P_a)] - dis[np.searchsorted(off_w, dbase)])
+    if not ntx:
+        return rec, []
+    table = command_table(mode)
+    names = [table[c][0] for c in range(16)]
+    sh_pick = lambda attr, dt: np.array([getattr(x, attr) for x in shape_list], dt)[t_shape_a]  # noqa: E731
+    rec["clocks"] = sh_pick("end", i64) + 1
+    rec["data_phases"] = t_P_a
+    if lean:
+        rec["devsel"] = Strings([x.rec_devsel for x in shape_list], t_shape_a)
+        rec["termination"] = Strings([x.rec_termination for x in shape_list], t_shape_a)
     else:
-        rec["bytes"] = t_P_a * (rec["width"] // 8)
-    words = np.zeros(0 if lean else nd, WORD_DTYPE)
-    if not lean:
-        words["record"] = np.repeat(np.arange(ntx), t_P_a)
-        words["time_ps"] = times(data_clocks)
-        if with_ad:
-            words["value"] = all_ad
-            words["byte_enables"] = np.where(wide_w, all_be, lo_be)
-        # (no AD / C/BE# captured: the words keep only their times, value and byte enables 0)
+        rec["devsel"] = sh_pick("rec_devsel", "U12")
+        rec["termination"] = sh_pick("rec_termination", "U24")
+    rec["initiator_waits"] = sh_pick("rec_iwaits", i64)
+    rec["target_waits"] = sh_pick("twaits", i64)
+    rec["width"] = np.where(wide_t, 64, 32)
+    rec["gnt"] = -1 if gnt_master is None else (t_master_a == gnt_master)
+    rec["data_index"] = np.asarray(t_dbase, i64)
+    if with_ad:
+        if lean:
+            rec["command"] = Strings(names, t_cmd)
+        else:
+            rec["command"] = np.array(names, "U24")[np.asarray(t_cmd, i64)]
+        rec["dac"] = t_dac
+        rec["address"] = np.array(t_addr, dtype=np.uint64)
+        if par_flips:
+            bad = np.zeros(ntx, bool)
+            bad[[t for _, t, _ in par_flips]] = True
+            rec["parity_error"] = bad
+    else:
+        rec["command"] = "unknown"
+    if mode == "pcix" and with_ad:
+        # (render_txns passes the five columns; render's loop a row per transaction)
+        cols = t_px if isinstance(t_px, tuple) else zip(*t_px)
+        for fname, col in zip(("tag", "requester", "byte_count", "relaxed_ordering", "no_snoop"), cols):
+            rec[fname] = col
+    else:
+        rec["tag"] = rec["requester"] = rec["byte_count"] = -1
+    fd = np.array([x.first_data if x.first_data is not None else -1 for x in shape_list], i64)[t_shape_a]
+    return rec, [(int(t), int(fd[t])) for t in np.flatnonzero(fd > MAX_INITIAL_LATENCY)]
+
+
+def _record_bytes(all_be, lo_be, wide_w, wide_t, t_P_a, dbase) -> np.ndarray:
+    """Bytes per record: its lanes (8 or 4 per data phase) less the disabled ones (asserted-low
+    byte enables ``all_be`` per data word, ``lo_be`` their C/BE#[3:0]; ``dbase``: each record's
+    first word)."""
+    # Summed over the few words that disable any (no per-word int64 counts and running sum:
+    # three arrays of 8 bytes a word, tens of MB at 10 M clocks). Exact integers.
+    off_w = np.flatnonzero(np.where(wide_w, all_be, lo_be))
+    dis = np.zeros(len(off_w) + 1, np.int64)
+    np.cumsum(np.bitwise_count(np.where(wide_w[off_w], all_be[off_w], lo_be[off_w])), out=dis[1:])
+    lanes = np.where(wide_t, 8, 4) if len(t_P_a) else np.zeros(0, np.int64)
+    return t_P_a * lanes - (dis[np.searchsorted(off_w, dbase + t_P_a)] - dis[np.searchsorted(off_w, dbase)])
+
+
+def _findings(sig, late, reasserted, par_flips, t_start_a, data_clocks, times, bus: str, with_ad: bool):
+    """The findings (FINDING_DTYPE, sorted) of late first data phases, FRAME# reasserted and
+    parity errors, whose PAR / PAR64 bits are flipped in ``sig`` here; and the (transaction,
+    clock) of every bad parity."""
     flist = []
     for t, lat in late:
         flist.append((int(times(t_start_a[t] + lat)), bus, "initial_latency",
@@ -1136,14 +1233,12 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         if c < 0:
             c = int(data_clocks[-1 - c])
         bad_parity.append((t, c))
-        lane = sig["par64"] if what.endswith("(PAR64)") else par
+        lane = sig["par64"] if what.endswith("(PAR64)") else sig["par"]
         lane[c + 1] ^= 1          # PAR / PAR64 cover the previous clock's AD and C/BE#
         if with_ad:
             flist.append((int(times(c)), bus, "parity_error", f"{'PAR64' if what.endswith('(PAR64)') else 'PAR'} wrong for the {what}"))
     findings = np.array(sorted(flist), dtype=FINDING_DTYPE) if flist else np.zeros(0, FINDING_DTYPE)
-    nhdr_t = np.array([x.length[0] for x in shape_list], i64)[t_shape_a] if ntx else np.zeros(0, i64)
-    return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,
-                       with_ad, t_start_a, t_end_a, code, nhdr_t, t_dev_a, bad_parity)
+    return findings, bad_parity
 
 
 def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBus:
