@@ -1268,8 +1268,6 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
 
     rec = rb.records[idx].copy()
     words_parts = []
-    pcix = rb.mode == "pcix"
-    dev_at = rb.devsel_clock
     word_rec = rb.words["record"]
     dpos = 0
     for j, t in enumerate(idx):
@@ -1279,41 +1277,8 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
         if E < stop - 1:         # an idle clock or a new address phase after it is in the capture
             r["start_ps"], r["end_ps"] = tm(A), tm(E)
         else:
-            last = stop - 1
-            nh = int(rb.header_clocks[t]) if rb.with_ad else 1 + pcix
-            H = min(A + nh - 1, last)
-            cs = np.arange(H + 1, stop)
-            cc = code[H + 1:stop]
-            D = (cs >= dev_at[t]) & ~_NODEV[cc]
-            I, T, S = _I[cc] == 0, _T[cc] == 0, _S[cc] == 0
-            dp = I & T & D
-            term = S | (pcix & T & ~D & (cs > dev_at[t]))
-            r["start_ps"], r["end_ps"] = tm(A), tm(last)
-            r["clocks"] = stop - A
-            r["termination"] = "truncated"
-            r["data_phases"] = int(dp.sum())
-            r["initiator_waits"] = int((~dp & ~term & ~I).sum())
-            r["target_waits"] = int((~dp & ~term & I).sum())
-            seen = np.flatnonzero(D)
-            r["devsel"] = _DEVSEL_NAMES[min(int(cs[seen[0]]) - H, 4)] if len(seen) else "none"
-            if r["width"] == 64 and not len(seen):
-                r["width"] = 32
-            w = w[:int(dp.sum())]
-            if rb.with_ad:
-                be = w["byte_enables"].astype(np.int64)
-                lanes = 8 if r["width"] == 64 else 4
-                r["bytes"] = int((lanes - np.bitwise_count(be & ((1 << lanes) - 1))).sum())
-                hdr_cut = A + int(rb.header_clocks[t]) - 1 > last
-                if hdr_cut:
-                    dac_seen = r["dac"] and last == A
-                    if dac_seen:
-                        r["command"] = "dac"
-                        r["address"] = int(r["address"]) & 0xFFFFFFFF
-                    if pcix:
-                        r["tag"] = r["requester"] = r["byte_count"] = -1
-                        r["relaxed_ordering"] = r["no_snoop"] = False
-            else:
-                r["bytes"] = r["data_phases"] * (r["width"] // 8)
+            r["start_ps"], r["end_ps"] = tm(A), tm(stop - 1)
+            w = _truncate(rb, t, r, w, stop)
         if rb.with_ad:
             r["parity_error"] = any(bt == t and c + 1 < stop for bt, c in rb.bad_parity)
         if A == start and r["gnt"] >= 0:
@@ -1326,10 +1291,65 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
             w["time_ps"] = tm(np.rint(w["time_ps"] / period).astype(np.int64))
             words_parts.append(w)
     words = np.concatenate(words_parts) if words_parts else np.zeros(0, WORD_DTYPE)
+    findings = _cropped_findings(rb, start, stop, keep, tm)
+    sig = {k: v[start:stop] for k, v in rb.signals.items()}
+    return dataclasses.replace(rb, signals=sig, records=rec, words=words, findings=findings,
+                               start_clock=A_all[idx] - start, end_clock=np.minimum(E_all[idx], stop - 1) - start,
+                               codes=code[start:stop], header_clocks=rb.header_clocks[idx],
+                               devsel_clock=rb.devsel_clock[idx] - start,
+                               bad_parity=[(int(np.searchsorted(idx, t)), c - start) for t, c in rb.bad_parity
+                                           if keep[t]])
+
+
+def _truncate(rb: RenderedBus, t: int, r, w: np.ndarray, stop: int) -> np.ndarray:
+    """Record ``r`` of transaction ``t``, still busy on clock stop - 1, rewritten as what a
+    decoder sees of it up to there (``truncated``); returns its words ``w`` that completed."""
+    A = int(rb.start_clock[t])
+    code = rb.codes
+    pcix = rb.mode == "pcix"
+    last = stop - 1
+    nh = int(rb.header_clocks[t]) if rb.with_ad else 1 + pcix
+    H = min(A + nh - 1, last)
+    cs = np.arange(H + 1, stop)
+    cc = code[H + 1:stop]
+    D = (cs >= rb.devsel_clock[t]) & ~_NODEV[cc]
+    I, T, S = _I[cc] == 0, _T[cc] == 0, _S[cc] == 0
+    dp = I & T & D
+    term = S | (pcix & T & ~D & (cs > rb.devsel_clock[t]))
+    r["clocks"] = stop - A
+    r["termination"] = "truncated"
+    r["data_phases"] = int(dp.sum())
+    r["initiator_waits"] = int((~dp & ~term & ~I).sum())
+    r["target_waits"] = int((~dp & ~term & I).sum())
+    seen = np.flatnonzero(D)
+    r["devsel"] = _DEVSEL_NAMES[min(int(cs[seen[0]]) - H, 4)] if len(seen) else "none"
+    if r["width"] == 64 and not len(seen):
+        r["width"] = 32
+    w = w[:int(dp.sum())]
+    if not rb.with_ad:
+        r["bytes"] = r["data_phases"] * (r["width"] // 8)
+        return w
+    be = w["byte_enables"].astype(np.int64)
+    lanes = 8 if r["width"] == 64 else 4
+    r["bytes"] = int((lanes - np.bitwise_count(be & ((1 << lanes) - 1))).sum())
+    if A + int(rb.header_clocks[t]) - 1 > last:      # the header is cut
+        if r["dac"] and last == A:                   # only the DAC's first address phase is seen
+            r["command"] = "dac"
+            r["address"] = int(r["address"]) & 0xFFFFFFFF
+        if pcix:
+            r["tag"] = r["requester"] = r["byte_count"] = -1
+            r["relaxed_ordering"] = r["no_snoop"] = False
+    return w
+
+
+def _cropped_findings(rb: RenderedBus, start: int, stop: int, keep: np.ndarray, tm) -> np.ndarray:
+    """The findings on clocks [start, stop) that a capture of them shows (none of a
+    transaction not recorded, no parity error whose PAR clock is cut), times by ``tm``."""
+    period = 1e12 / rb.clock_hz
+    A_all, E_all = rb.start_clock, rb.end_clock
     fl = []
-    clk_of = lambda t_ps: int(np.rint(t_ps / period))      # noqa: E731
     for f in rb.findings:
-        c = clk_of(f["time_ps"])
+        c = int(np.rint(f["time_ps"] / period))
         if not start <= c < stop:
             continue
         if f["kind"] == "parity_error" and c + 1 >= stop:
@@ -1338,14 +1358,7 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
         if len(owner) and not keep[owner[0]]:
             continue
         fl.append((int(tm(c)), f["bus"], f["kind"], f["message"]))
-    findings = np.array(fl, FINDING_DTYPE) if fl else np.zeros(0, FINDING_DTYPE)
-    sig = {k: v[start:stop] for k, v in rb.signals.items()}
-    return dataclasses.replace(rb, signals=sig, records=rec, words=words, findings=findings,
-                               start_clock=A_all[idx] - start, end_clock=np.minimum(E_all[idx], stop - 1) - start,
-                               codes=code[start:stop], header_clocks=rb.header_clocks[idx],
-                               devsel_clock=dev_at[idx] - start,
-                               bad_parity=[(int(np.searchsorted(idx, t)), c - start) for t, c in rb.bad_parity
-                                           if keep[t]])
+    return np.array(fl, FINDING_DTYPE) if fl else np.zeros(0, FINDING_DTYPE)
 
 
 def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int, nhdr: int,
@@ -1498,14 +1511,8 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
     if prefix is None:
         prefix = len(buses) > 1
     timing = samples_per_clock is not None or samplerate_hz is not None
-    if timing and samplerate_hz is None:
-        fmax = max(b.clock_hz for b in buses)
-        samplerate_hz = fmax * int(samples_per_clock)
     if timing:
-        slowest = min(samplerate_hz / b.clock_hz for b in buses)
-        if slowest < 4:
-            raise PcitraceError(f"{samplerate_hz / 1e6:g} MHz sampling gives {slowest:.2f} samples per "
-                                "bus clock", fix="sample at least 4 times per clock (quarter-period edges)")
+        samplerate_hz = _timing_rate(buses, samples_per_clock, samplerate_hz)
     elif len({b.clock_hz for b in buses}) > 1:
         raise PcitraceError("a state-mode capture has one clock; these buses run at "
                             f"{sorted({b.clock_hz for b in buses})} Hz",
@@ -1528,53 +1535,11 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         arr, wid, sigs = _bus_channels(b, pre, wad, bits)
         old_t = b.times_ps()
         if timing:
-            ratio = b.clock_hz / samplerate_hz
-            N = samplerate_hz / b.clock_hz
-            if abs(N - round(N)) < 1e-9:
-                # whole samples per clock: each clock's value starts ceil(N/4) samples after
-                # its edge (clock 0's from the start), built by repetition without an index array
-                N = int(round(N))
-                c4 = -(-N // 4)
-                C = b.clocks
-                head = lead + c4
-                tail_n = n_samples - head - (C - 1) * N
-
-                def spread(v):
-                    out = np.empty(n_samples, v.dtype)
-                    out[:head] = v[0]
-                    out[head:head + (C - 1) * N] = np.repeat(v[1:], N)
-                    out[n_samples - tail_n:] = v[-1]
-                    return out
-
-                arr = {k: spread(v) for k, v in arr.items()}
-                clk = np.zeros(n_samples, np.uint8)
-                body = clk[lead:lead + C * N].reshape(C, N)
-                body[:, :-(-N // 2)] = 1
-                arr[pre + "CLK"] = clk
-            else:
-                x = (np.arange(n_samples, dtype=np.float64) - lead) * ratio
-                clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, b.clocks - 1)
-                arr = {k: v[clk_of] for k, v in arr.items()}
-                arr[pre + "CLK"] = (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8)
+            arr, edge = _timing_samples(b, arr, lead, n_samples, samplerate_hz)
+            arr[pre + "CLK"] = _timing_clk(b, lead, n_samples, samplerate_hz)
             sigs["clk"] = pre + "CLK"
-            edge = lead + np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
             new_t = np.rint(edge * (1e12 / samplerate_hz)).astype(np.int64)
-            gl = []
-            for gbus, canon, c in glitches:
-                if gbus != b.bus:
-                    continue
-                name = sigs.get(canon)
-                if not isinstance(name, str) or name not in arr or name in widths:
-                    raise PcitraceError(f"cannot glitch {canon!r} on bus {b.bus}",
-                                        fix="glitch a captured 1-bit control line")
-                if not 0 <= c < b.clocks - 1:
-                    raise PcitraceError(f"glitch clock {c} outside bus {b.bus}", fix="pick a clock inside the bus")
-                s = int(edge[c] + np.floor(0.5 / ratio))
-                if not (edge[c] + 0.25 / ratio + 1 <= s < edge[c + 1]):
-                    raise PcitraceError("too few samples per clock for a glitch", fix="sample at 6+ per clock")
-                arr[name][s] ^= 1
-                gl.append((int(np.rint(s * 1e12 / samplerate_hz)), b.bus, "glitch",
-                           f"{CHANNEL_NAMES[canon]} changed twice within one clock"))
+            gl = _glitch(b, glitches, sigs, arr, wid, edge, samplerate_hz)
         else:
             if any(g[0] == b.bus for g in glitches):
                 raise PcitraceError("glitches exist only in timing captures", fix="give samples_per_clock")
@@ -1587,28 +1552,7 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         nic = NicIdentity(gnt="gnt_n" if "gnt_n" in sigs else None,
                           req="req_n" if "req_n" in sigs else None, bars=list(bars))
         bus_profiles.append(BusProfile(b.bus, b.mode, sigs, set(), b.width, b.clock_hz, nic))
-        r = b.records.copy()
-        w = b.words.copy()
-        f = b.findings.copy()
-        r["start_ps"] = new_t[np.searchsorted(old_t, r["start_ps"])]
-        r["end_ps"] = new_t[np.searchsorted(old_t, r["end_ps"])]
-        w["time_ps"] = new_t[np.searchsorted(old_t, w["time_ps"])]
-        f["time_ps"] = new_t[np.clip(np.searchsorted(old_t, f["time_ps"]), 0, len(new_t) - 1)]
-        if not wad:
-            r["command"] = "unknown"
-            r["address"] = 0
-            r["dac"] = False
-            r["parity_error"] = False
-            r["tag"] = r["requester"] = r["byte_count"] = -1
-            r["relaxed_ordering"] = r["no_snoop"] = False
-            r["bytes"] = r["data_phases"] * (r["width"] // 8)
-            w = w.copy()
-            w["value"] = 0          # the words keep only their times
-            w["byte_enables"] = 0
-            f = f[f["kind"] != "parity_error"]
-            if b.with_ad and np.any(b.records["dac"]):
-                raise PcitraceError(f"bus {b.bus}: the truth of DAC transactions without AD differs",
-                                    fix="render the bus with with_ad=False")
+        r, w, f = _retimed_truth(b, old_t, new_t, wad)
         if gl:
             f = np.concatenate((f, np.array(gl, FINDING_DTYPE)))
         recs.append(r)
@@ -1621,6 +1565,118 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         tb = TimeBase.state(buses[0].clock_hz)
     cap = Capture.from_arrays(arrays, tb, widths, metadata={"generator": "pcitrace.sim"})
     return CaptureTruth(cap, Profile(bus_profiles, source="memory"), records, words_all, findings)
+
+
+def _timing_rate(buses: list[RenderedBus], samples_per_clock: int | None, samplerate_hz: float | None) -> float:
+    """The sample rate of a timing capture of ``buses`` (``samples_per_clock`` of the fastest
+    bus unless ``samplerate_hz`` is given), checked: at least 4 samples per clock of each."""
+    if samplerate_hz is None:
+        fmax = max(b.clock_hz for b in buses)
+        samplerate_hz = fmax * int(samples_per_clock)
+    slowest = min(samplerate_hz / b.clock_hz for b in buses)
+    if slowest < 4:
+        raise PcitraceError(f"{samplerate_hz / 1e6:g} MHz sampling gives {slowest:.2f} samples per "
+                            "bus clock", fix="sample at least 4 times per clock (quarter-period edges)")
+    return samplerate_hz
+
+
+def _timing_samples(b: RenderedBus, arr: dict, lead: int, n_samples: int,
+                    samplerate_hz: float) -> tuple[dict, np.ndarray]:
+    """Bus ``b``'s per-clock channel arrays as ``n_samples`` timing samples (each clock's value
+    from a quarter period after its rising edge, the first edge at sample ``lead``); and the
+    sample of each clock's rising edge."""
+    ratio = b.clock_hz / samplerate_hz
+    N = samplerate_hz / b.clock_hz
+    if abs(N - round(N)) < 1e-9:
+        # whole samples per clock: each clock's value starts ceil(N/4) samples after
+        # its edge (clock 0's from the start), built by repetition without an index array
+        N = int(round(N))
+        c4 = -(-N // 4)
+        C = b.clocks
+        head = lead + c4
+        tail_n = n_samples - head - (C - 1) * N
+
+        def spread(v):
+            out = np.empty(n_samples, v.dtype)
+            out[:head] = v[0]
+            out[head:head + (C - 1) * N] = np.repeat(v[1:], N)
+            out[n_samples - tail_n:] = v[-1]
+            return out
+
+        arr = {k: spread(v) for k, v in arr.items()}
+    else:
+        x = (np.arange(n_samples, dtype=np.float64) - lead) * ratio
+        clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, b.clocks - 1)
+        arr = {k: v[clk_of] for k, v in arr.items()}
+    edge = lead + np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
+    return arr, edge
+
+
+def _timing_clk(b: RenderedBus, lead: int, n_samples: int, samplerate_hz: float) -> np.ndarray:
+    """Bus ``b``'s CLK channel: low before sample ``lead``, then high for the first half of
+    every clock period."""
+    N = samplerate_hz / b.clock_hz
+    if abs(N - round(N)) < 1e-9:
+        N = int(round(N))
+        clk = np.zeros(n_samples, np.uint8)
+        body = clk[lead:lead + b.clocks * N].reshape(b.clocks, N)
+        body[:, :-(-N // 2)] = 1
+        return clk
+    x = (np.arange(n_samples, dtype=np.float64) - lead) * (b.clock_hz / samplerate_hz)
+    return (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8)
+
+
+def _glitch(b: RenderedBus, glitches, sigs: dict, arr: dict, widths: dict, edge: np.ndarray,
+            samplerate_hz: float) -> list[tuple]:
+    """Flip one sample mid-period of each line ``glitches`` names on bus ``b`` (in ``arr``);
+    returns their ``glitch`` findings."""
+    ratio = b.clock_hz / samplerate_hz
+    gl = []
+    for gbus, canon, c in glitches:
+        if gbus != b.bus:
+            continue
+        name = sigs.get(canon)
+        if not isinstance(name, str) or name not in arr or name in widths:
+            raise PcitraceError(f"cannot glitch {canon!r} on bus {b.bus}",
+                                fix="glitch a captured 1-bit control line")
+        if not 0 <= c < b.clocks - 1:
+            raise PcitraceError(f"glitch clock {c} outside bus {b.bus}", fix="pick a clock inside the bus")
+        s = int(edge[c] + np.floor(0.5 / ratio))
+        if not (edge[c] + 0.25 / ratio + 1 <= s < edge[c + 1]):
+            raise PcitraceError("too few samples per clock for a glitch", fix="sample at 6+ per clock")
+        arr[name][s] ^= 1
+        gl.append((int(np.rint(s * 1e12 / samplerate_hz)), b.bus, "glitch",
+                   f"{CHANNEL_NAMES[canon]} changed twice within one clock"))
+    return gl
+
+
+def _retimed_truth(b: RenderedBus, old_t: np.ndarray, new_t: np.ndarray, wad: bool):
+    """Bus ``b``'s records, words and findings (copies) at the capture's times ``new_t`` of its
+    clocks (``old_t``); ``wad`` False: as a capture without AD, C/BE# and PAR tells them."""
+    r = b.records.copy()
+    w = b.words.copy()
+    f = b.findings.copy()
+    r["start_ps"] = new_t[np.searchsorted(old_t, r["start_ps"])]
+    r["end_ps"] = new_t[np.searchsorted(old_t, r["end_ps"])]
+    w["time_ps"] = new_t[np.searchsorted(old_t, w["time_ps"])]
+    f["time_ps"] = new_t[np.clip(np.searchsorted(old_t, f["time_ps"]), 0, len(new_t) - 1)]
+    if wad:
+        return r, w, f
+    r["command"] = "unknown"
+    r["address"] = 0
+    r["dac"] = False
+    r["parity_error"] = False
+    r["tag"] = r["requester"] = r["byte_count"] = -1
+    r["relaxed_ordering"] = r["no_snoop"] = False
+    r["bytes"] = r["data_phases"] * (r["width"] // 8)
+    w = w.copy()
+    w["value"] = 0          # the words keep only their times
+    w["byte_enables"] = 0
+    f = f[f["kind"] != "parity_error"]
+    if b.with_ad and np.any(b.records["dac"]):
+        raise PcitraceError(f"bus {b.bus}: the truth of DAC transactions without AD differs",
+                            fix="render the bus with with_ad=False")
+    return r, w, f
 
 
 def dword_attribute_be(be, phases: int) -> int:
