@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -353,109 +354,137 @@ def _shape(where: str, pcix: bool, read: bool, term: str, n: int | None, P: int,
            iw: dict[int, int], tw: dict[int, int], master_done: bool, q: int, stop_early: int = 0) -> _Shape:
     runs: list[tuple[int, int, int, int, int]] = [(HEAD, nhdr, 0, 0, 1)]
     H = nhdr - 1
-    cur = H + 1
-    stop_slot = term in ("retry", "disconnect_without_data", "target_abort", "abandoned")
-    slots = P + 1 if stop_slot else max(P, 1)
     if n is None:
-        min_first = None
-    elif term in ("target_abort", "split_response", "abandoned") and P == 0:
-        min_first = H + n + 1            # DEVSEL# must have been seen before it is released
-    elif stop_slot and P == 0:
-        min_first = H + n
-    else:
-        min_first = H + max(n, 2 if read else 1)   # reads: turnaround clock before TRDY#
-    tot_iw = tot_tw = 0
-    first_data = None
-    if n is None:
-        # Master abort: IRDY# asserted after the initiator waits; FRAME# released on clock
-        # H+5 (or with IRDY# if the master wanted one phase), IRDY# one clock later.
-        w0 = iw.get(0, 0)
-        if w0:
-            runs.append((HEAD, w0, 2, 0, 0))
-        end = max(H + MASTER_ABORT_CLOCKS, cur + w0)
-        nt = end - (cur + w0) + 1
-        if master_done:
-            runs.append((TWAIT_L, nt, 2, 0, 0))
-        else:
-            if nt > 1:
-                runs.append((TWAIT, nt - 1, 2, 0, 0))
-            runs.append((TWAIT_L, 1, 2, 0, 0))
-        tot_iw, tot_tw = w0, nt
+        end, first_data, tot_iw, tot_tw = _master_abort_runs(runs, H, iw.get(0, 0), master_done)
         devsel = None
     else:
-        final = slots - 1
-        adb_from = P - q if term == "disconnect_adb" else P + 1
-        wait_slots = sorted(set(iw) | set(tw))
-        k = 0
-        while k < slots:
-            last = k == final
-            w_i = iw.get(k, 0)
-            w_t = tw.get(k, 0)
-            if k == 0:
-                w_t = max(w_t, min_first - (cur + w_i))
-            if not w_i and not w_t and k < P and not last and k < adb_from:
-                # a stretch of wait-free data phases is one run
-                j = min([x for x in wait_slots if x > k] + [P, final, adb_from])
-                runs.append((DATA, j - k, 1, k, 1))
-                if first_data is None:
-                    first_data = cur
-                cur += j - k
-                k = j
-                continue
-            src, off = (1, k) if k < P else (2, 0)
-            early = 0
-            if last and stop_early and term in ("disconnect_with_data", "retry", "disconnect_without_data"):
-                # The target signals the stop while IRDY# is still deasserted; the stop cannot
-                # come before DEVSEL# (nor TRDY# before the read turnaround).
-                early = min(stop_early, w_i, max(0, cur + w_i - min_first) if k == 0 else w_i)
-                if early:
-                    w_t = 0           # TRDY#/STOP# are already out: no target wait after IRDY#
-            if w_i - early:
-                runs.append((HEAD, w_i - early, src, off, 0))
-            if early:
-                runs.append((EARLY_DSTOP if k < P else EARLY_STOP, early, src, off, 0))
-                master_done = True    # FRAME# goes with IRDY# once STOP# has been seen
-            if last and term == "abandoned":
-                w_t = max(w_t, 1)     # the final phase waits on the target until the master leaves
-            if w_t:
-                runs.append((TWAIT_L if (last and master_done) else TWAIT, w_t, src, off, 0))
-            cur += w_i + w_t
-            tot_iw += w_i - early
-            tot_tw += w_t
-            if last and term == "abandoned":
-                break
-            extra = None
-            if k < P:
-                if first_data is None:
-                    first_data = cur
-                if k >= adb_from:
-                    code = DSTOP_L if last else DSTOP
-                elif last and term in ("disconnect_with_data", "single_phase_disconnect"):
-                    code = DSTOP_L if master_done else DSTOP
-                    extra = None if master_done else STOP_L
-                elif last:
-                    code = DATA_L
-                else:
-                    code = DATA
-            elif term == "target_abort":
-                code = ABORT_L if master_done else ABORT
-                extra = None if master_done else ABORT_L
-            elif term == "split_response":
-                code = SPLIT_L
-            else:   # retry / disconnect without data
-                code = STOP_L if master_done else STOP
-                extra = None if master_done else STOP_L
-            runs.append((code, 1, src, off, 0))
-            cur += 1
-            if extra is not None:
-                runs.append((extra, 1, 2, 0, 0))
-                cur += 1
-            k += 1
-        end = cur - 1
+        end, first_data, tot_iw, tot_tw = _claimed_runs(runs, H, _min_first(read, term, n, P, H), term, P, iw, tw,
+                                                        master_done, q, stop_early)
         devsel = H + n
     r = np.array(runs, dtype=np.int64).reshape(-1, 5)
     return _Shape(r[:, 0].astype(np.uint8), r[:, 1], r[:, 2], r[:, 3], r[:, 4], end, first_data, devsel,
                   tot_iw, tot_tw)
+
+
+def _stop_slot(term: str) -> bool:
+    """Whether the target stops in a slot of its own after the completed phases."""
+    return term in ("retry", "disconnect_without_data", "target_abort", "abandoned")
+
+
+def _min_first(read: bool, term: str, n: int, P: int, H: int) -> int:
+    """The earliest clock (from the address phase) of the first slot's completion, for a
+    claimed transaction whose last header clock is ``H`` and whose DEVSEL# comes ``n`` clocks
+    after it."""
+    if term in ("target_abort", "split_response", "abandoned") and P == 0:
+        return H + n + 1                 # DEVSEL# must have been seen before it is released
+    if _stop_slot(term) and P == 0:
+        return H + n
+    return H + max(n, 2 if read else 1)  # reads: turnaround clock before TRDY#
+
+
+def _master_abort_runs(runs: list, H: int, w0: int, master_done: bool) -> tuple[int, None, int, int]:
+    """Append a master abort's runs after its header (``w0`` initiator waits in slot 0);
+    returns (end, first data clock = None, initiator waits, target waits)."""
+    # Master abort: IRDY# asserted after the initiator waits; FRAME# released on clock
+    # H+5 (or with IRDY# if the master wanted one phase), IRDY# one clock later.
+    cur = H + 1
+    if w0:
+        runs.append((HEAD, w0, 2, 0, 0))
+    end = max(H + MASTER_ABORT_CLOCKS, cur + w0)
+    nt = end - (cur + w0) + 1
+    if master_done:
+        runs.append((TWAIT_L, nt, 2, 0, 0))
+    else:
+        if nt > 1:
+            runs.append((TWAIT, nt - 1, 2, 0, 0))
+        runs.append((TWAIT_L, 1, 2, 0, 0))
+    return end, None, w0, nt
+
+
+def _slot_end_codes(k: int, P: int, last: bool, term: str, master_done: bool,
+                    adb_from: int) -> tuple[int, int | None]:
+    """State code of the clock that ends slot ``k`` (a data phase, or the target's stop), and
+    of the clock after it when the master still has to release FRAME# (else None)."""
+    if k < P:
+        if k >= adb_from:
+            return (DSTOP_L if last else DSTOP), None
+        if last and term in ("disconnect_with_data", "single_phase_disconnect"):
+            return (DSTOP_L, None) if master_done else (DSTOP, STOP_L)
+        return (DATA_L if last else DATA), None
+    if term == "target_abort":
+        return (ABORT_L, None) if master_done else (ABORT, ABORT_L)
+    if term == "split_response":
+        return SPLIT_L, None
+    # retry / disconnect without data
+    return (STOP_L, None) if master_done else (STOP, STOP_L)
+
+
+def _early_stop(term: str, stop_early: int, k: int, w_i: int, cur: int, min_first: int) -> int:
+    """Initiator wait clocks of the stopping slot ``k`` during which the target already
+    signals the stop (``stop_early``, conventional PCI retry / disconnects)."""
+    if not stop_early or term not in ("disconnect_with_data", "retry", "disconnect_without_data"):
+        return 0
+    # The target signals the stop while IRDY# is still deasserted; the stop cannot come before
+    # DEVSEL# (nor TRDY# before the read turnaround).
+    return min(stop_early, w_i, max(0, cur + w_i - min_first) if k == 0 else w_i)
+
+
+def _claimed_runs(runs: list, H: int, min_first: int, term: str, P: int, iw: dict[int, int],
+                  tw: dict[int, int], master_done: bool, q: int,
+                  stop_early: int) -> tuple[int, int | None, int, int]:
+    """Append the runs of a claimed transaction's slots after its header; returns (end, first
+    data clock, initiator waits, target waits), clocks from the address phase."""
+    cur = H + 1
+    slots = P + 1 if _stop_slot(term) else max(P, 1)
+    tot_iw = tot_tw = 0
+    first_data = None
+    final = slots - 1
+    adb_from = P - q if term == "disconnect_adb" else P + 1
+    wait_slots = sorted(set(iw) | set(tw))
+    k = 0
+    while k < slots:
+        last = k == final
+        w_i = iw.get(k, 0)
+        w_t = tw.get(k, 0)
+        if k == 0:
+            w_t = max(w_t, min_first - (cur + w_i))
+        if not w_i and not w_t and k < P and not last and k < adb_from:
+            # a stretch of wait-free data phases is one run
+            j = min([x for x in wait_slots if x > k] + [P, final, adb_from])
+            runs.append((DATA, j - k, 1, k, 1))
+            if first_data is None:
+                first_data = cur
+            cur += j - k
+            k = j
+            continue
+        src, off = (1, k) if k < P else (2, 0)
+        early = _early_stop(term, stop_early, k, w_i, cur, min_first) if last else 0
+        if early:
+            w_t = 0           # TRDY#/STOP# are already out: no target wait after IRDY#
+        if w_i - early:
+            runs.append((HEAD, w_i - early, src, off, 0))
+        if early:
+            runs.append((EARLY_DSTOP if k < P else EARLY_STOP, early, src, off, 0))
+            master_done = True    # FRAME# goes with IRDY# once STOP# has been seen
+        if last and term == "abandoned":
+            w_t = max(w_t, 1)     # the final phase waits on the target until the master leaves
+        if w_t:
+            runs.append((TWAIT_L if (last and master_done) else TWAIT, w_t, src, off, 0))
+        cur += w_i + w_t
+        tot_iw += w_i - early
+        tot_tw += w_t
+        if last and term == "abandoned":
+            break
+        if k < P and first_data is None:
+            first_data = cur
+        code, extra = _slot_end_codes(k, P, last, term, master_done, adb_from)
+        runs.append((code, 1, src, off, 0))
+        cur += 1
+        if extra is not None:
+            runs.append((extra, 1, 2, 0, 0))
+            cur += 1
+        k += 1
+    return cur - 1, first_data, tot_iw, tot_tw
 
 
 def _wait_key(w) -> tuple:
@@ -480,17 +509,9 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     Transactions of the same shape (command direction, termination, DEVSEL#, phases, waits)
     share one precomputed clock pattern, so the per-transaction cost is a dictionary look-up.
     """
-    if mode not in ("pci", "pcix"):
-        raise PcitraceError(f"bus mode {mode!r}", fix="use 'pci' or 'pcix'")
-    if width not in (32, 64):
-        raise PcitraceError(f"bus width {width}", fix="use 32 or 64")
-    if not clock_hz or clock_hz <= 0:
-        raise PcitraceError(f"clock {clock_hz!r} Hz", fix="give a positive bus clock frequency")
     masters = tuple(masters)
+    _check_bus(mode, width, clock_hz, masters, gnt_master)
     nmasters = len(masters)
-    if gnt_master is not None and not 0 <= gnt_master < nmasters:
-        raise PcitraceError(f"gnt_master {gnt_master} is not one of the {nmasters} masters",
-                            fix="index a master in `masters`")
     pcix = mode == "pcix"
 
     shapes: dict[tuple, int] = {}
@@ -522,27 +543,8 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
     clock = 0
     n_words = 0
     for t, s in enumerate(specs):
-        cmd = s.command
-        if cmd.__class__ is not int or not 0 <= cmd <= 0xF or cmd == 0xD:
-            if isinstance(cmd, (int, np.integer)) and 0 <= int(cmd) <= 0xF and int(cmd) != 0xD:
-                cmd = int(cmd)
-            else:
-                raise PcitraceError(f"transaction {t}: command {s.command!r} is not a bus command",
-                                    fix="use a C/BE# code 0x0-0xF other than 0xD (DAC is the `dac` flag)")
-        term = s.termination
-        dname = s.devsel
-        n = DEVSEL_CLOCKS.get(dname, -1)
-        if n == -1:
-            dname = DEVSEL_ALIASES.get(str(dname).lower(), str(dname).lower())
-            if dname not in DEVSEL_CLOCKS:
-                raise PcitraceError(f"transaction {t}: DEVSEL# speed {s.devsel!r}",
-                                    fix=f"use one of {', '.join(DEVSEL_CLOCKS)}")
-            n = DEVSEL_CLOCKS[dname]
-        # Either half names a master abort: nobody claims the transaction.
-        if term == "master_abort":
-            n = None
-        elif n is None and term == "normal":
-            term = "master_abort"
+        cmd = _spec_command(t, s)
+        n, term = _spec_devsel(t, s)
         data = s.data
         P = len(data)
         addr = s.address
@@ -580,63 +582,14 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
         end = A + shp.end
         clock = end + 1
 
-        # header values
         hbase = len(h_ad)
-        if dac:
-            if addr >> 64:
-                raise PcitraceError(f"transaction {t}: address 0x{addr:x} is wider than 64 bits",
-                                    fix="give a 64-bit address")
-            if width == 64 and req64:    # 64-bit master: whole address and command at once
-                h_ad.append(addr); h_cbe.append(cmd << 4 | 0xD)
-            else:
-                h_ad.append(addr & 0xFFFFFFFF); h_cbe.append(0xFD)
-            h_ad.append(addr >> 32); h_cbe.append(0xF0 | cmd)
-        else:
-            if addr >> 32 or addr < 0:
-                raise PcitraceError(f"transaction {t}: address 0x{addr:x} needs a dual address cycle",
-                                    fix="leave `dac` unset or True for addresses above 4 GiB")
-            if pcix and cmd == 0xC:
-                # Split Completion: the address phase names the sequence it completes
-                # (lower address AD[6:0], requester AD[23:8], tag AD[28:24], RO AD[30]).
-                addr = ((addr & 0x7F) | (int(s.requester) & 0xFFFF) << 8 | (int(s.tag) & 0x1F) << 24
-                        | int(bool(s.relaxed_ordering)) << 30)
-            h_ad.append(addr); h_cbe.append(0xF0 | cmd)
-        be = s.byte_enables
-        byte_count = -1
-        if pcix:
-            if cmd in PCIX_DWORD_COMMANDS:
-                attr_be = dword_attribute_be(be, P)
-                bc_low, attr_cbe = 0, attr_be
-                byte_count = 4 - bin(attr_be).count("1")
-            else:
-                bc = s.byte_count
-                if bc is None:
-                    bc = max(1, min(4096, P * (8 if wide else 4)))
-                bc = int(bc)
-                if not 1 <= bc <= 4096:
-                    raise PcitraceError(f"transaction {t}: PCI-X byte count {bc}", fix="use 1..4096")
-                bc_low, attr_cbe, byte_count = bc & 0xFF, (bc >> 8) & 0xF, bc
-            if cmd == 0xC:   # the completer's attributes: byte count only (no message, no error)
-                h_ad.append(bc_low)
-            else:
-                req = int(s.requester) & 0xFFFF
-                h_ad.append(bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | (int(s.tag) & 0x1F) << 24
-                            | int(bool(s.no_snoop)) << 29 | int(bool(s.relaxed_ordering)) << 30)
-            h_cbe.append(0xF0 | attr_cbe)
+        addr = _address_entries(t, s, cmd, addr, dac, width == 64 and req64, pcix, h_ad, h_cbe)
+        byte_count = _attribute_entry(t, s, cmd, P, wide, h_ad, h_cbe) if pcix else -1
         pend = len(h_ad)      # the value on the bus in a stop slot: last data word or the address
+        _stop_slot_entry(s, addr, wide, h_ad, h_cbe)
         if P:
-            h_ad.append(int(data[-1]) if wide else int(data[-1]) & 0xFFFFFFFF)
-            if be is None:
-                h_cbe.append(0 if wide else 0xF0)
-            elif isinstance(be, (int, np.integer)):
-                h_cbe.append(int(be) & 0xFF if wide else (int(be) & 0xF) | 0xF0)
-            else:
-                h_cbe.append(int(be[-1]) & 0xFF if wide else (int(be[-1]) & 0xF) | 0xF0)
             data_parts.append(data)
-            be_parts.append(be)
-        else:
-            h_ad.append(addr & 0xFFFFFFFF)
-            h_cbe.append(0xF0)
+            be_parts.append(s.byte_enables)
 
         t_shape.append(si); t_start.append(A); t_idle.append(idle); t_hbase.append(hbase); t_pend.append(pend)
         t_dbase.append(n_words); t_P.append(P); t_wide.append(wide); t_req64.append(bool(req64))
@@ -647,21 +600,7 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
             t_px.append((int(s.tag) & 0x1F, int(s.requester) & 0xFFFF, byte_count, bool(s.relaxed_ordering),
                          bool(s.no_snoop) and cmd != 0xC))
         if s.parity_error is not None:
-            pe = int(s.parity_error)
-            if pe < 0:
-                if s.parity_lane != "par":
-                    raise PcitraceError(f"transaction {t}: PAR64 does not cover the address phase here",
-                                        fix="use parity_lane='par' for an address parity error")
-                par_flips.append((A, t, "address phase"))
-            elif pe < P:
-                if s.parity_lane not in ("par", "par64") or (s.parity_lane == "par64" and not wide):
-                    raise PcitraceError(f"transaction {t}: parity lane {s.parity_lane!r}",
-                                        fix="use 'par', or 'par64' on a 64-bit transfer")
-                lane = "64" if s.parity_lane == "par64" else ""
-                par_flips.append((-1 - (n_words + pe), t, f"data phase {pe}{' (PAR64)' if lane else ''}"))
-            else:
-                raise PcitraceError(f"transaction {t}: parity error in data phase {pe} of {P}",
-                                    fix="name an existing data phase or -1 for the address phase")
+            par_flips.append(_parity_flip(t, s, A, P, n_words, wide))
         n_words += P
 
     return _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_req64,
@@ -669,6 +608,137 @@ def render(specs: Sequence[TxnSpec], *, mode: str = "pci", width: int = 32, cloc
                      data_parts, be_parts, n_words, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
                      masters=masters, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
                      total_clocks=total_clocks)
+
+
+def _check_bus(mode: str, width: int, clock_hz: float, masters: tuple, gnt_master: int | None) -> None:
+    """The bus arguments of :func:`render`, checked."""
+    if mode not in ("pci", "pcix"):
+        raise PcitraceError(f"bus mode {mode!r}", fix="use 'pci' or 'pcix'")
+    if width not in (32, 64):
+        raise PcitraceError(f"bus width {width}", fix="use 32 or 64")
+    if not clock_hz or clock_hz <= 0:
+        raise PcitraceError(f"clock {clock_hz!r} Hz", fix="give a positive bus clock frequency")
+    nmasters = len(masters)
+    if gnt_master is not None and not 0 <= gnt_master < nmasters:
+        raise PcitraceError(f"gnt_master {gnt_master} is not one of the {nmasters} masters",
+                            fix="index a master in `masters`")
+
+
+def _spec_command(t: int, s: TxnSpec) -> int:
+    """Transaction ``t``'s bus command as a plain int, checked."""
+    cmd = s.command
+    if cmd.__class__ is not int or not 0 <= cmd <= 0xF or cmd == 0xD:
+        if isinstance(cmd, (int, np.integer)) and 0 <= int(cmd) <= 0xF and int(cmd) != 0xD:
+            cmd = int(cmd)
+        else:
+            raise PcitraceError(f"transaction {t}: command {s.command!r} is not a bus command",
+                                fix="use a C/BE# code 0x0-0xF other than 0xD (DAC is the `dac` flag)")
+    return cmd
+
+
+def _spec_devsel(t: int, s: TxnSpec) -> tuple[int | None, str]:
+    """(clocks from the last header clock to DEVSEL#, None = nobody claims it; termination)."""
+    term = s.termination
+    dname = s.devsel
+    n = DEVSEL_CLOCKS.get(dname, -1)
+    if n == -1:
+        dname = DEVSEL_ALIASES.get(str(dname).lower(), str(dname).lower())
+        if dname not in DEVSEL_CLOCKS:
+            raise PcitraceError(f"transaction {t}: DEVSEL# speed {s.devsel!r}",
+                                fix=f"use one of {', '.join(DEVSEL_CLOCKS)}")
+        n = DEVSEL_CLOCKS[dname]
+    # Either half names a master abort: nobody claims the transaction.
+    if term == "master_abort":
+        n = None
+    elif n is None and term == "normal":
+        term = "master_abort"
+    return n, term
+
+
+def _address_entries(t: int, s: TxnSpec, cmd: int, addr: int, dac: bool, whole: bool, pcix: bool,
+                     h_ad: list, h_cbe: list) -> int:
+    """Append the address phase(s) to the header tables (``whole``: a 64-bit master puts a DAC's
+    whole address and command out at once); returns the address the record gives."""
+    if dac:
+        if addr >> 64:
+            raise PcitraceError(f"transaction {t}: address 0x{addr:x} is wider than 64 bits",
+                                fix="give a 64-bit address")
+        if whole:
+            h_ad.append(addr); h_cbe.append(cmd << 4 | 0xD)
+        else:
+            h_ad.append(addr & 0xFFFFFFFF); h_cbe.append(0xFD)
+        h_ad.append(addr >> 32); h_cbe.append(0xF0 | cmd)
+        return addr
+    if addr >> 32 or addr < 0:
+        raise PcitraceError(f"transaction {t}: address 0x{addr:x} needs a dual address cycle",
+                            fix="leave `dac` unset or True for addresses above 4 GiB")
+    if pcix and cmd == 0xC:
+        # Split Completion: the address phase names the sequence it completes
+        # (lower address AD[6:0], requester AD[23:8], tag AD[28:24], RO AD[30]).
+        addr = ((addr & 0x7F) | (int(s.requester) & 0xFFFF) << 8 | (int(s.tag) & 0x1F) << 24
+                | int(bool(s.relaxed_ordering)) << 30)
+    h_ad.append(addr); h_cbe.append(0xF0 | cmd)
+    return addr
+
+
+def _attribute_entry(t: int, s: TxnSpec, cmd: int, P: int, wide: bool, h_ad: list, h_cbe: list) -> int:
+    """Append a PCI-X attribute phase to the header tables; returns the byte count."""
+    if cmd in PCIX_DWORD_COMMANDS:
+        attr_be = dword_attribute_be(s.byte_enables, P)
+        bc_low, attr_cbe = 0, attr_be
+        byte_count = 4 - bin(attr_be).count("1")
+    else:
+        bc = s.byte_count
+        if bc is None:
+            bc = max(1, min(4096, P * (8 if wide else 4)))
+        bc = int(bc)
+        if not 1 <= bc <= 4096:
+            raise PcitraceError(f"transaction {t}: PCI-X byte count {bc}", fix="use 1..4096")
+        bc_low, attr_cbe, byte_count = bc & 0xFF, (bc >> 8) & 0xF, bc
+    if cmd == 0xC:   # the completer's attributes: byte count only (no message, no error)
+        h_ad.append(bc_low)
+    else:
+        req = int(s.requester) & 0xFFFF
+        h_ad.append(bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | (int(s.tag) & 0x1F) << 24
+                    | int(bool(s.no_snoop)) << 29 | int(bool(s.relaxed_ordering)) << 30)
+    h_cbe.append(0xF0 | attr_cbe)
+    return byte_count
+
+
+def _stop_slot_entry(s: TxnSpec, addr: int, wide: bool, h_ad: list, h_cbe: list) -> None:
+    """Append what the bus shows in a stop slot: the last data word, or the address when no
+    data phase completed."""
+    data, be = s.data, s.byte_enables
+    if not len(data):
+        h_ad.append(addr & 0xFFFFFFFF)
+        h_cbe.append(0xF0)
+        return
+    h_ad.append(int(data[-1]) if wide else int(data[-1]) & 0xFFFFFFFF)
+    if be is None:
+        h_cbe.append(0 if wide else 0xF0)
+    elif isinstance(be, (int, np.integer)):
+        h_cbe.append(int(be) & 0xFF if wide else (int(be) & 0xF) | 0xF0)
+    else:
+        h_cbe.append(int(be[-1]) & 0xFF if wide else (int(be[-1]) & 0xF) | 0xF0)
+
+
+def _parity_flip(t: int, s: TxnSpec, A: int, P: int, n_words: int, wide: bool) -> tuple[int, int, str]:
+    """(clock, or -1 - word index for a data phase; transaction; what) of the parity error
+    ``s`` asks for; ``A``: its address clock, ``n_words``: the data words before it."""
+    pe = int(s.parity_error)
+    if pe < 0:
+        if s.parity_lane != "par":
+            raise PcitraceError(f"transaction {t}: PAR64 does not cover the address phase here",
+                                fix="use parity_lane='par' for an address parity error")
+        return A, t, "address phase"
+    if pe >= P:
+        raise PcitraceError(f"transaction {t}: parity error in data phase {pe} of {P}",
+                            fix="name an existing data phase or -1 for the address phase")
+    if s.parity_lane not in ("par", "par64") or (s.parity_lane == "par64" and not wide):
+        raise PcitraceError(f"transaction {t}: parity lane {s.parity_lane!r}",
+                            fix="use 'par', or 'par64' on a 64-bit transfer")
+    lane = "64" if s.parity_lane == "par64" else ""
+    return -1 - (n_words + pe), t, f"data phase {pe}{' (PAR64)' if lane else ''}"
 
 
 def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_req64, t_ack64,
@@ -687,10 +757,6 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     entries - built in place with the words as the bus carries them (a 32-bit transfer's
     AD[63:32] zero and C/BE#[7:4] high), instead of ``h_ad``/``h_cbe``/``data_parts``/``be_parts``;
     ``t_bytes``: the records' bytes, when the caller knows them."""
-    pcix = mode == "pcix"
-    table = command_table(mode)
-    names = {c: table[c][0] for c in range(16)}
-    late: list[tuple[int, int]] = []
     ntx = len(t_start)
     total = clock + max(int(tail), 1)
     if total_clocks is not None:
@@ -700,40 +766,15 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         total = int(total_clocks)
 
     # -- runs of every transaction, from the shapes ---------------------------------------------
-    i64, ip = np.int64, np.intp
+    i64 = np.int64
     t_shape_a = np.asarray(t_shape, i64)
     t_start_a = np.asarray(t_start, i64)
     t_P_a = np.asarray(t_P, i64)
-    t_master_a = np.asarray(t_master, i64)
-    nsh = len(shape_list)
-    # Per transaction: one idle run, then its shape's runs; then the tail. Every shape's table
-    # starts with that idle run (length and word filled in below), so a block's run arrays are
-    # one gather from the tables each: no scatter of the body runs between the idle ones.
-    sh_nruns = np.array([len(x.code) + 1 for x in shape_list], ip)
-    sh_off = np.concatenate(([0], np.cumsum(sh_nruns))).astype(ip)
-
-    def cat(attr, idle):
-        return np.concatenate([a for x in shape_list for a in ((idle,), getattr(x, attr))]) if nsh else \
-            np.zeros(0, i64)
-
-    all_code, all_len, all_src, all_off, all_step = (
-        cat(a, v) for a, v in (("code", IDLE), ("length", 0), ("source", 1), ("offset", 0), ("step", 0)))
-    all_code = all_code.astype(np.uint8)
-    all_len = all_len.astype(ip)
-    sh_end = np.array([x.end for x in shape_list], i64)
-    sh_dev = np.array([x.devsel if x.devsel is not None else (1 << 62) for x in shape_list], i64)
+    tab = _RunTables.of(shape_list)
     # A run's first word: source 0 = header entry -(hbase + off) - 1, 1 = data word dbase + off,
-    # 2 = the stop slot's entry -pend - 1; header words are at increasing header indices =
-    # decreasing negative words. As a per-transaction base by source plus a signed offset per
-    # shape run.
-    sh_src = all_src.astype(ip)
-    sgn_off = np.where(sh_src == 0, -all_off, all_off).astype(ip)
-    sgn_step = np.where(sh_src == 0, -all_step, all_step).astype(ip)
+    # 2 = the stop slot's entry -pend - 1 (see _RunTables) - a per-transaction base by source.
     t_base = np.stack((-np.asarray(t_hbase, i64) - 1, np.asarray(t_dbase, i64), -np.asarray(t_pend, i64) - 1)) \
         if ntx else np.zeros((3, 0), i64)
-    t_nb = sh_nruns[t_shape_a] if ntx else np.zeros(0, ip)
-    t_idle_a = np.asarray(t_idle, i64)
-    t_from = t_start_a - t_idle_a            # each transaction's first clock (its idle run's)
     nd = n_words
 
     wide_t = np.asarray(t_wide, bool)
@@ -742,32 +783,7 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         val_ad, val_be = tables
         all_ad, all_be = val_ad[:nd], val_be[:nd]
     else:
-        all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
-            if data_parts else np.zeros(0, np.uint64)
-        wide_w = np.repeat(wide_t, t_P_a)
-        all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
-        if any(b is not None for b in be_parts):
-            zero = np.zeros(int(t_P_a.max()), np.uint8)
-            parts = []
-            for d, b in zip(data_parts, be_parts):
-                if b is None:
-                    parts.append(zero[:len(d)])
-                elif isinstance(b, (int, np.integer)):
-                    parts.append(np.full(len(d), int(b) & 0xFF, np.uint8))
-                else:
-                    parts.append(b if isinstance(b, np.ndarray) else np.asarray(b, dtype=np.int64))
-            lens = np.fromiter(map(len, parts), np.int64, len(parts))
-            bad = np.flatnonzero(lens != t_P_a[t_P_a > 0])
-            if len(bad):
-                t = int(np.flatnonzero(t_P_a > 0)[bad[0]])
-                raise PcitraceError(f"transaction {t}: {lens[bad[0]]} byte enables for {t_P[t]} data phases",
-                                    fix="give one C/BE# value per completed data phase")
-            all_be = np.concatenate(parts).astype(np.uint8)
-        else:
-            all_be = np.zeros(nd, np.uint8)
-        all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
-        val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
-        val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
+        val_ad, val_be, all_ad, all_be, wide_w = _value_tables(h_ad, h_cbe, data_parts, be_parts, t_P_a, wide_t)
     # (a 32-bit bus: every transfer is 32 bits, so the data words need no masking; C/BE#[7:4]
     # is masked in the tables - all_be may be a view of them: the words and records read only
     # C/BE#[3:0] of a 32-bit transfer)
@@ -776,14 +792,6 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         val_be &= 0xF
 
     # -- per-clock arrays ----------------------------------------------------------------------
-    # Block by block of transactions (about CLOCK_BLOCK clocks each; the last one with the
-    # tail): the block's runs from the shape tables, then its clocks - a value index per clock
-    # (each run's first value repeated, the data clocks stepping through the words - the k-th
-    # data clock of the bus carries word k - and multi-clock headers (DAC, PCI-X attribute)
-    # through theirs), AD and C/BE# gathered from the value tables, FRAME#..STOP# from one
-    # repeat of the packed state bits, PAR/PAR64 from the block's AD and C/BE#. Every
-    # temporary is a block long and stays in the CPU cache: whole-bus run arrays and their
-    # gathers were hundreds of MB of fresh pages at 10 M clocks.
     ad = np.empty(total, np.uint64)
     cbe = np.empty(total, np.uint8)
     f_n, irdy_n, trdy_n, stop_n, par = (np.empty(total, np.uint8) for _ in range(5))
@@ -796,142 +804,16 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
     code = None if lean else np.empty(total, np.uint8)
     data_clocks = np.empty(nd, i64) if not lean or par_flips else None
     sig_out = (ad, cbe, f_n, irdy_n, trdy_n, stop_n, par, par64, code)
-    nodev_parts = []                          # clocks where DEVSEL# is forced off
-    cuts = np.searchsorted(t_from, np.arange(CLOCK_BLOCK, clock, CLOCK_BLOCK, dtype=i64)) if ntx else []
-    # (a transaction after a long quiet spell starts a block: its idle run is held, see below)
-    quiet = np.flatnonzero(t_idle_a > CLOCK_BLOCK) if ntx else []
-    bounds = sorted(set([0, ntx, *np.asarray(cuts).tolist(), *np.asarray(quiet).tolist()]))
-    blocks = list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
-    carry = -1            # the word the bus shows before the block (before anything: header entry 0)
-    w0 = 0
-    t8 = np.empty(0, np.uint8)
-    for t0, t1 in blocks:
-        last = t1 == ntx
-        c0 = int(t_from[t0]) if t0 < ntx else clock
-        c1 = int(t_from[t1]) if not last else total
-        nb = t_nb[t0:t1]
-        first = np.cumsum(nb) - nb                  # each transaction's idle run
-        nr = int(nb.sum()) + last                   # (+ the tail)
-        # run k of the block: shape table entry bi[k] of block transaction tb[k]
-        tb = np.repeat(np.arange(t1 - t0, dtype=ip), nb)
-        bi = np.repeat(sh_off[t_shape_a[t0:t1]] - first, nb)
-        bi += np.arange(len(bi), dtype=ip)
-        rc = np.empty(nr, np.uint8)
-        rl = np.empty(nr, ip)
-        rw = np.empty(nr, i64)
-        rs = np.empty(nr, i64)
-        k = len(bi)
-        np.take(all_code, bi, out=rc[:k], mode="clip")    # (mode='raise' would buffer out= arrays)
-        np.take(all_len, bi, out=rl[:k], mode="clip")
-        rl[first] = t_idle_a[t0:t1]
-        src = np.take(sh_src, bi)
-        src *= t1 - t0
-        src += tb
-        np.take(t_base[:, t0:t1], src, out=rw[:k], mode="clip")
-        del tb, src
-        rw[:k] += sgn_off[bi]
-        np.take(sgn_step, bi, out=rs[:k], mode="clip")
-        del bi
-        if last:
-            rc[-1], rl[-1], rw[-1], rs[-1] = IDLE, total - clock, 0, 0
-        # idle runs hold whatever the previous run left on AD (the first one: what the previous
-        # block left)
-        prev_end = rl - 1
-        prev_end *= rs
-        prev_end += rw
-        rw[first[1:]] = prev_end[first[1:] - 1]
-        if last and nr > 1:
-            rw[-1] = prev_end[-2]
-        rw[0] = carry
-        carry = int(prev_end[-1])                  # (a block ends with a transaction's last run)
-        del prev_end
-        # index into the value table [data words..., header entries...] (header words are stored
-        # negative and step downwards, data words positive and step upwards)
-        neg = rw < 0
-        np.subtract(nd - 1, rw, out=rw, where=neg)
-        np.negative(rs, out=rs, where=neg)
-        del neg
-        if c1 - c0 != int(rl.sum()):   # internal consistency of the run builder
-            raise AssertionError(f"clocks {c0}..{c1} drawn in {int(rl.sum())} clocks")
-        # A long quiet spell (the block's first run, or the tail) is one value held: drawn as
-        # such, so that no block temporary grows with it.
-        if rl[0] > CLOCK_BLOCK:
-            _hold(sig_out, c0, c0 + int(rl[0]), int(rw[0]), val_ad, val_be, total)
-            c0 += int(rl[0])
-            rl[0] = 0
-        if last and rl[-1] > CLOCK_BLOCK:
-            _hold(sig_out, c1 - int(rl[-1]), c1, int(rw[-1]), val_ad, val_be, total)
-            c1 -= int(rl[-1])
-            rl[-1] = 0
-        run_at = np.cumsum(rl)                      # (block clocks)
-        run_at -= rl
-        if code is not None:
-            code[c0:c1] = np.repeat(rc, rl)
-        idx = np.repeat(rw, rl)
-        d = np.flatnonzero(_IS_DATA[rc])
-        if len(d):
-            dl = rl[d]
-            nw = int(dl.sum())
-            loc = np.repeat(run_at[d] - (np.cumsum(dl) - dl), dl)
-            loc += np.arange(nw)
-            idx[loc] = np.arange(w0, w0 + nw)
-            if data_clocks is not None:
-                np.add(loc, c0, out=data_clocks[w0:w0 + nw])
-            w0 += nw
-        hs = np.flatnonzero((rs != 0) & (rw >= nd) & (rl > 1))
-        if len(hs):
-            hl = rl[hs]
-            kk = np.arange(int(hl.sum())) - np.repeat(np.cumsum(hl) - hl, hl)    # clock within its run
-            idx[np.repeat(run_at[hs], hl) + kk] = np.repeat(rw[hs], hl) + kk * np.repeat(rs[hs], hl)
-        off = np.flatnonzero(_NODEV_BUSY[rc])
-        if len(off):
-            ol = rl[off]
-            nc = np.repeat(run_at[off] - (np.cumsum(ol) - ol) + c0, ol)
-            nc += np.arange(len(nc))
-            nodev_parts.append(nc)
-        a, c = ad[c0:c1], cbe[c0:c1]
-        np.take(val_ad, idx, out=a, mode="clip")
-        np.take(val_be, idx, out=c, mode="clip")
-        del idx
-        bits = np.repeat(_FITS[rc], rl)
-        np.bitwise_and(bits, 1, out=f_n[c0:c1])
-        o = np.right_shift(bits, 1, out=irdy_n[c0:c1])
-        o &= 1
-        o = np.right_shift(bits, 2, out=trdy_n[c0:c1])
-        o &= 1
-        np.right_shift(bits, 3, out=stop_n[c0:c1])      # (the top bit: nothing to mask)
-        # PAR/PAR64 of clock c are on clock c + 1 (the bus's last clock has none)
-        e = max(0, min(c1, total - 1) - c0)
-        if len(t8) < e:
-            t8 = np.empty(e, np.uint8)
-        _parity(a[:e], c[:e], par[c0 + 1:c0 + 1 + e], None if par64 is None else par64[c0 + 1:c0 + 1 + e], t8)
-    if w0 != nd:   # internal consistency of the run builder
-        raise AssertionError(f"{w0} data clocks for {nd} words")
-    # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
-    # a few runs inside transactions (idle runs, which the table also marks, are never inside a
-    # [DEVSEL#, end] interval), so their clocks are set, not the whole bus compared
-    nodev = np.concatenate(nodev_parts) if nodev_parts else np.zeros(0, i64)
-    del val_ad, val_be, nodev_parts
+    nodev = _draw_clocks(sig_out, tab, t_base, t_shape_a, np.asarray(t_idle, i64), t_start_a, clock, total,
+                         val_ad, val_be, nd, data_clocks)
+    del val_ad, val_be
 
-    # Per-transaction intervals become per-clock masks by +1/-1 edges and a running sum.
-    t_end_a = t_start_a + sh_end[t_shape_a] if ntx else np.zeros(0, i64)
-    t_dev_a = t_start_a + sh_dev[t_shape_a] if ntx else np.zeros(0, i64)
+    # Per-transaction intervals become per-clock lines (_interval_line).
+    t_end_a = t_start_a + tab.end[t_shape_a] if ntx else np.zeros(0, i64)
+    t_dev_a = t_start_a + tab.devsel[t_shape_a] if ntx else np.zeros(0, i64)
     claimed = t_dev_a <= t_end_a
-
-    def interval_line(lo, hi):
-        # An asserted-low line, 0 in the [lo, hi] intervals: transactions never overlap, so the
-        # intervals are sorted and disjoint and the line is alternating runs, one repeat (no
-        # edge array and running sum, no mask to invert afterwards).
-        b = np.empty(2 * len(lo) + 2, i64)
-        b[0], b[-1] = 0, total
-        b[1:-1:2] = lo
-        b[2:-1:2] = hi + 1
-        levels = np.zeros(len(b) - 1, np.uint8)     # 1, 0, 1, 0, ... (np.resize: 100 times slower)
-        levels[::2] = 1
-        return np.repeat(levels, np.diff(b))
-
     # (lines combined in place: every per-clock temporary is tens of MB at 10 M clocks)
-    devsel_n = interval_line(t_dev_a[claimed], t_end_a[claimed])
+    devsel_n = _interval_line(t_dev_a[claimed], t_end_a[claimed], total)
     devsel_n[nodev] = 1
     del nodev
     sig: dict[str, np.ndarray] = {
@@ -944,16 +826,294 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         sig["par64"] = par64
         r64 = np.asarray(t_req64, bool) if ntx else np.zeros(0, bool)
         a64 = np.asarray(t_ack64, bool) & claimed if ntx else np.zeros(0, bool)
-        req64_n = interval_line(t_start_a[r64], t_end_a[r64])
+        req64_n = _interval_line(t_start_a[r64], t_end_a[r64], total)
         req64_n |= f_n
         sig["req64_n"] = req64_n
-        ack64_n = interval_line(t_dev_a[a64], t_end_a[a64])
+        ack64_n = _interval_line(t_dev_a[a64], t_end_a[a64], total)
         ack64_n |= devsel_n              # ACK64# only while DEVSEL# is asserted
         sig["ack64_n"] = ack64_n
+    _arbitration(sig, t_start_a, np.asarray(t_master, i64), masters, gnt_master, lean, total)
 
-    # Arbitration: master j's GNT# runs from the clock after the previous address phase to its
-    # own address phase (hidden arbitration), then parks; REQ# leads GNT# by one clock.
-    # Each line straight from the transactions' masters (no per-clock owner array to compare).
+    # -- truth: times, words, bytes, findings -------------------------------------------------
+    times = _clock_times(clock_hz)
+    rec, late = _records(shape_list, t_shape_a, t_P_a, wide_t, np.asarray(t_master, i64), t_dbase, t_cmd, t_addr,
+                         t_dac, t_px, par_flips, mode=mode, bus=bus, gnt_master=gnt_master, with_ad=with_ad,
+                         lean=lean)
+    rec["start_ps"] = times(t_start_a)
+    rec["end_ps"] = times(t_end_a)
+    lo_be = all_be & 0xF
+    if wide_w is None and (not lean or (with_ad and t_bytes is None)):
+        wide_w = np.repeat(wide_t, t_P_a)
+    if with_ad and t_bytes is not None:
+        rec["bytes"] = t_bytes
+    elif with_ad:
+        rec["bytes"] = _record_bytes(all_be, lo_be, wide_w, wide_t, t_P_a, np.asarray(t_dbase, i64))
+    else:
+        rec["bytes"] = t_P_a * (rec["width"] // 8)
+    words = np.zeros(0 if lean else nd, WORD_DTYPE)
+    if not lean:
+        words["record"] = np.repeat(np.arange(ntx), t_P_a)
+        words["time_ps"] = times(data_clocks)
+        if with_ad:
+            words["value"] = all_ad
+            words["byte_enables"] = np.where(wide_w, all_be, lo_be)
+        # (no AD / C/BE# captured: the words keep only their times, value and byte enables 0)
+    findings, bad_parity = _findings(sig, late, reasserted, par_flips, t_start_a, data_clocks, times, bus, with_ad)
+    nhdr_t = np.array([x.length[0] for x in shape_list], i64)[t_shape_a] if ntx else np.zeros(0, i64)
+    return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,
+                       with_ad, t_start_a, t_end_a, code, nhdr_t, t_dev_a, bad_parity)
+
+
+class _RunTables(NamedTuple):
+    """Every shape's runs in one table per field, each shape's entries starting with the idle
+    run before its transaction (length and word filled in per transaction), so that a block's
+    run arrays are one gather from the tables each: no scatter of the body runs between the
+    idle ones. A run's first word is a per-transaction base by source (header entry, data word,
+    stop slot's entry) plus ``offset``; header words are at increasing header indices, stored
+    as decreasing negative words, so their offsets and steps are negated here."""
+
+    code: np.ndarray        # uint8 state codes
+    length: np.ndarray      # intp
+    source: np.ndarray      # intp: 0 header, 1 data, 2 stop slot
+    offset: np.ndarray      # signed word offset of the run's first clock
+    step: np.ndarray        # signed word step per clock
+    start: np.ndarray       # per shape: its first entry (its idle run)
+    nruns: np.ndarray       # per shape: its entries (with the idle run)
+    end: np.ndarray         # per shape: last clock - address clock
+    devsel: np.ndarray      # per shape: first DEVSEL# clock - address clock (unclaimed: 2^62)
+
+    @classmethod
+    def of(cls, shape_list: list[_Shape]) -> "_RunTables":
+        i64, ip = np.int64, np.intp
+        nruns = np.array([len(x.code) + 1 for x in shape_list], ip)
+        start = np.concatenate(([0], np.cumsum(nruns))).astype(ip)
+
+        def cat(attr, idle):
+            return np.concatenate([a for x in shape_list for a in ((idle,), getattr(x, attr))]) if shape_list \
+                else np.zeros(0, i64)
+
+        code, length, src, off, step = (
+            cat(a, v) for a, v in (("code", IDLE), ("length", 0), ("source", 1), ("offset", 0), ("step", 0)))
+        src = src.astype(ip)
+        return cls(code.astype(np.uint8), length.astype(ip), src,
+                   np.where(src == 0, -off, off).astype(ip), np.where(src == 0, -step, step).astype(ip),
+                   start, nruns, np.array([x.end for x in shape_list], i64),
+                   np.array([x.devsel if x.devsel is not None else (1 << 62) for x in shape_list], i64))
+
+
+def _value_tables(h_ad, h_cbe, data_parts, be_parts, t_P_a, wide_t):
+    """render's value tables [data words..., header entries...] for AD and C/BE#, from its
+    transactions' data and byte enables as given (a 32-bit transfer's AD[63:32] cleared and
+    C/BE#[7:4] high); returns (AD table, C/BE# table, data words, their C/BE#, per word: 64-bit)."""
+    all_ad = np.concatenate([np.asarray(d, dtype=np.uint64).reshape(-1) for d in data_parts]) \
+        if data_parts else np.zeros(0, np.uint64)
+    wide_w = np.repeat(wide_t, t_P_a)
+    all_ad[~wide_w] &= np.uint64(0xFFFFFFFF)
+    if any(b is not None for b in be_parts):
+        zero = np.zeros(int(t_P_a.max()), np.uint8)
+        parts = []
+        for d, b in zip(data_parts, be_parts):
+            if b is None:
+                parts.append(zero[:len(d)])
+            elif isinstance(b, (int, np.integer)):
+                parts.append(np.full(len(d), int(b) & 0xFF, np.uint8))
+            else:
+                parts.append(b if isinstance(b, np.ndarray) else np.asarray(b, dtype=np.int64))
+        lens = np.fromiter(map(len, parts), np.int64, len(parts))
+        bad = np.flatnonzero(lens != t_P_a[t_P_a > 0])
+        if len(bad):
+            t = int(np.flatnonzero(t_P_a > 0)[bad[0]])
+            raise PcitraceError(f"transaction {t}: {lens[bad[0]]} byte enables for {t_P_a[t]} data phases",
+                                fix="give one C/BE# value per completed data phase")
+        all_be = np.concatenate(parts).astype(np.uint8)
+    else:
+        all_be = np.zeros(len(all_ad), np.uint8)
+    all_be[~wide_w] = (all_be[~wide_w] & 0x0F) | 0xF0     # a 32-bit transfer leaves C/BE#[7:4] high
+    val_ad = np.concatenate((all_ad, np.array(h_ad, dtype=np.uint64)))
+    val_be = np.concatenate((all_be, np.array(h_cbe, dtype=np.int64).astype(np.uint8)))
+    return val_ad, val_be, all_ad, all_be, wide_w
+
+
+def _blocks(t_from: np.ndarray, t_idle: np.ndarray, clock: int) -> list[tuple[int, int]]:
+    """The transaction ranges [t0, t1) drawn as one block each: about CLOCK_BLOCK clocks
+    (``t_from``: each transaction's first clock, its idle run's), and a transaction after a
+    long quiet spell starts one (its idle run is held, see _draw_clocks)."""
+    ntx = len(t_from)
+    cuts = np.searchsorted(t_from, np.arange(CLOCK_BLOCK, clock, CLOCK_BLOCK, dtype=np.int64)) if ntx else []
+    quiet = np.flatnonzero(t_idle > CLOCK_BLOCK) if ntx else []
+    bounds = sorted(set([0, ntx, *np.asarray(cuts).tolist(), *np.asarray(quiet).tolist()]))
+    return list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
+
+
+def _draw_clocks(lines, tab: _RunTables, t_base, t_shape_a, t_idle_a, t_start_a, clock: int, total: int,
+                 val_ad, val_be, nd: int, data_clocks) -> np.ndarray:
+    """Draw every clock into the per-clock ``lines`` (as _hold); ``data_clocks`` (or None) gets
+    each data word's clock. Returns the clocks where DEVSEL# is forced off.
+
+    Block by block of transactions (about CLOCK_BLOCK clocks each; the last one with the
+    tail): the block's runs from the shape tables, then its clocks - a value index per clock
+    (each run's first value repeated, the data clocks stepping through the words - the k-th
+    data clock of the bus carries word k - and multi-clock headers (DAC, PCI-X attribute)
+    through theirs), AD and C/BE# gathered from the value tables, FRAME#..STOP# from one
+    repeat of the packed state bits, PAR/PAR64 from the block's AD and C/BE#. Every
+    temporary is a block long and stays in the CPU cache: whole-bus run arrays and their
+    gathers were hundreds of MB of fresh pages at 10 M clocks."""
+    ntx = len(t_start_a)
+    t_from = t_start_a - t_idle_a            # each transaction's first clock (its idle run's)
+    t_nb = tab.nruns[t_shape_a] if ntx else np.zeros(0, np.intp)
+    nodev_parts = []                          # clocks where DEVSEL# is forced off
+    carry = -1            # the word the bus shows before the block (before anything: header entry 0)
+    w0 = 0
+    t8 = np.empty(0, np.uint8)
+    for t0, t1 in _blocks(t_from, t_idle_a, clock):
+        last = t1 == ntx
+        c0 = int(t_from[t0]) if t0 < ntx else clock
+        c1 = int(t_from[t1]) if not last else total
+        rc, rl, rw, rs, carry = _block_runs(tab, t_base, t_shape_a, t_idle_a, t_nb, t0, t1, last,
+                                            total - clock, carry, nd)
+        if c1 - c0 != int(rl.sum()):   # internal consistency of the run builder
+            raise AssertionError(f"clocks {c0}..{c1} drawn in {int(rl.sum())} clocks")
+        # A long quiet spell (the block's first run, or the tail) is one value held: drawn as
+        # such, so that no block temporary grows with it.
+        if rl[0] > CLOCK_BLOCK:
+            _hold(lines, c0, c0 + int(rl[0]), int(rw[0]), val_ad, val_be, total)
+            c0 += int(rl[0])
+            rl[0] = 0
+        if last and rl[-1] > CLOCK_BLOCK:
+            _hold(lines, c1 - int(rl[-1]), c1, int(rw[-1]), val_ad, val_be, total)
+            c1 -= int(rl[-1])
+            rl[-1] = 0
+        w0, t8 = _draw_runs(lines, rc, rl, rw, rs, c0, c1, total, val_ad, val_be, nd, w0, data_clocks,
+                            nodev_parts, t8)
+    if w0 != nd:   # internal consistency of the run builder
+        raise AssertionError(f"{w0} data clocks for {nd} words")
+    # claimed and DEVSEL# not forced off: the forcing states (target abort, split response) are
+    # a few runs inside transactions (idle runs, which the table also marks, are never inside a
+    # [DEVSEL#, end] interval), so their clocks are set, not the whole bus compared
+    return np.concatenate(nodev_parts) if nodev_parts else np.zeros(0, np.int64)
+
+
+def _block_runs(tab: _RunTables, t_base, t_shape_a, t_idle_a, t_nb, t0: int, t1: int, last: bool, tail: int,
+                carry: int, nd: int):
+    """The runs of transactions [t0, t1) (``last``: and the ``tail`` idle clocks after them):
+    (state code, length, value-table index of the first clock, index step per clock) arrays,
+    and the value index the bus shows after them. ``carry``: the one it shows before them."""
+    ip = np.intp
+    nb = t_nb[t0:t1]
+    first = np.cumsum(nb) - nb                  # each transaction's idle run
+    nr = int(nb.sum()) + last                   # (+ the tail)
+    # run k of the block: shape table entry bi[k] of block transaction tb[k]
+    tb = np.repeat(np.arange(t1 - t0, dtype=ip), nb)
+    bi = np.repeat(tab.start[t_shape_a[t0:t1]] - first, nb)
+    bi += np.arange(len(bi), dtype=ip)
+    rc = np.empty(nr, np.uint8)
+    rl = np.empty(nr, ip)
+    rw = np.empty(nr, np.int64)
+    rs = np.empty(nr, np.int64)
+    k = len(bi)
+    np.take(tab.code, bi, out=rc[:k], mode="clip")    # (mode='raise' would buffer out= arrays)
+    np.take(tab.length, bi, out=rl[:k], mode="clip")
+    rl[first] = t_idle_a[t0:t1]
+    src = np.take(tab.source, bi)
+    src *= t1 - t0
+    src += tb
+    np.take(t_base[:, t0:t1], src, out=rw[:k], mode="clip")
+    del tb, src
+    rw[:k] += tab.offset[bi]
+    np.take(tab.step, bi, out=rs[:k], mode="clip")
+    del bi
+    if last:
+        rc[-1], rl[-1], rw[-1], rs[-1] = IDLE, tail, 0, 0
+    # idle runs hold whatever the previous run left on AD (the first one: what the previous
+    # block left)
+    prev_end = rl - 1
+    prev_end *= rs
+    prev_end += rw
+    rw[first[1:]] = prev_end[first[1:] - 1]
+    if last and nr > 1:
+        rw[-1] = prev_end[-2]
+    rw[0] = carry
+    carry = int(prev_end[-1])                  # (a block ends with a transaction's last run)
+    del prev_end
+    # index into the value table [data words..., header entries...] (header words are stored
+    # negative and step downwards, data words positive and step upwards)
+    neg = rw < 0
+    np.subtract(nd - 1, rw, out=rw, where=neg)
+    np.negative(rs, out=rs, where=neg)
+    return rc, rl, rw, rs, carry
+
+
+def _draw_runs(lines, rc, rl, rw, rs, c0: int, c1: int, total: int, val_ad, val_be, nd: int, w0: int,
+               data_clocks, nodev_parts: list, t8):
+    """Clocks c0..c1-1 from their runs (as _block_runs gives them) into the per-clock ``lines``
+    (as _hold); ``w0``: the data words drawn before. Appends the clocks where DEVSEL# is forced
+    off to ``nodev_parts``; returns the data words drawn so far and the uint8 scratch ``t8``."""
+    ad, cbe, f_n, irdy_n, trdy_n, stop_n, par, par64, code = lines
+    run_at = np.cumsum(rl)                      # (block clocks)
+    run_at -= rl
+    if code is not None:
+        code[c0:c1] = np.repeat(rc, rl)
+    idx = np.repeat(rw, rl)
+    d = np.flatnonzero(_IS_DATA[rc])
+    if len(d):
+        dl = rl[d]
+        nw = int(dl.sum())
+        loc = np.repeat(run_at[d] - (np.cumsum(dl) - dl), dl)
+        loc += np.arange(nw)
+        idx[loc] = np.arange(w0, w0 + nw)
+        if data_clocks is not None:
+            np.add(loc, c0, out=data_clocks[w0:w0 + nw])
+        w0 += nw
+    hs = np.flatnonzero((rs != 0) & (rw >= nd) & (rl > 1))
+    if len(hs):
+        hl = rl[hs]
+        kk = np.arange(int(hl.sum())) - np.repeat(np.cumsum(hl) - hl, hl)    # clock within its run
+        idx[np.repeat(run_at[hs], hl) + kk] = np.repeat(rw[hs], hl) + kk * np.repeat(rs[hs], hl)
+    off = np.flatnonzero(_NODEV_BUSY[rc])
+    if len(off):
+        ol = rl[off]
+        nc = np.repeat(run_at[off] - (np.cumsum(ol) - ol) + c0, ol)
+        nc += np.arange(len(nc))
+        nodev_parts.append(nc)
+    a, c = ad[c0:c1], cbe[c0:c1]
+    np.take(val_ad, idx, out=a, mode="clip")
+    np.take(val_be, idx, out=c, mode="clip")
+    del idx
+    bits = np.repeat(_FITS[rc], rl)
+    np.bitwise_and(bits, 1, out=f_n[c0:c1])
+    o = np.right_shift(bits, 1, out=irdy_n[c0:c1])
+    o &= 1
+    o = np.right_shift(bits, 2, out=trdy_n[c0:c1])
+    o &= 1
+    np.right_shift(bits, 3, out=stop_n[c0:c1])      # (the top bit: nothing to mask)
+    # PAR/PAR64 of clock c are on clock c + 1 (the bus's last clock has none)
+    e = max(0, min(c1, total - 1) - c0)
+    if len(t8) < e:
+        t8 = np.empty(e, np.uint8)
+    _parity(a[:e], c[:e], par[c0 + 1:c0 + 1 + e], None if par64 is None else par64[c0 + 1:c0 + 1 + e], t8)
+    return w0, t8
+
+
+def _interval_line(lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
+    """An asserted-low line of ``total`` clocks, 0 in the [lo, hi] intervals."""
+    # Transactions never overlap, so the intervals are sorted and disjoint and the line is
+    # alternating runs, one repeat (no edge array and running sum, no mask to invert afterwards).
+    b = np.empty(2 * len(lo) + 2, np.int64)
+    b[0], b[-1] = 0, total
+    b[1:-1:2] = lo
+    b[2:-1:2] = hi + 1
+    levels = np.zeros(len(b) - 1, np.uint8)     # 1, 0, 1, 0, ... (np.resize: 100 times slower)
+    levels[::2] = 1
+    return np.repeat(levels, np.diff(b))
+
+
+def _arbitration(sig: dict, t_start_a, t_master_a, masters, gnt_master, lean: bool, total: int) -> None:
+    """REQ#/GNT# lines into ``sig``: every master's (``req_n:NAME`` / ``gnt_n:NAME``; lean: only
+    ``gnt_master``'s) and ``gnt_master``'s as ``req_n`` / ``gnt_n``."""
+    # Master j's GNT# runs from the clock after the previous address phase to its own address
+    # phase (hidden arbitration), then parks; REQ# leads GNT# by one clock. Each line straight
+    # from the transactions' masters (no per-clock owner array to compare).
+    ntx = len(t_start_a)
     lines = [m for m in range(len(masters)) if not lean or m == gnt_master]
     last = int(t_start_a[-1]) if ntx else -1
     if ntx:
@@ -981,80 +1141,86 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         if m == gnt_master:
             sig["gnt_n"], sig["req_n"] = g, rq
 
-    # -- truth: times, words, bytes, findings -------------------------------------------------
+
+def _clock_times(clock_hz: float):
+    """Clock indices -> ps, rounded (as clock_times)."""
     period = 1e12 / clock_hz
 
     def times(idx):
         x = np.array(idx, dtype=np.float64)
         x *= period
-        return np.rint(x, out=x).astype(i64)
+        return np.rint(x, out=x).astype(np.int64)
+    return times
 
+
+def _records(shape_list, t_shape_a, t_P_a, wide_t, t_master_a, t_dbase, t_cmd, t_addr, t_dac, t_px, par_flips,
+             *, mode, bus, gnt_master, with_ad, lean):
+    """The records (RECORD_DTYPE, or RecordColumns when ``lean``) without times and bytes, and
+    the (transaction, clocks from its address phase) of every first data phase later than
+    MAX_INITIAL_LATENCY."""
+    i64 = np.int64
+    ntx = len(t_shape_a)
     rec = RecordColumns(ntx) if lean else np.zeros(ntx, RECORD_DTYPE)
     rec["bus"] = bus
-    if ntx:
-        sh_pick = lambda attr, dt: np.array([getattr(x, attr) for x in shape_list], dt)[t_shape_a]  # noqa: E731
-        rec["clocks"] = sh_end[t_shape_a] + 1
-        rec["data_phases"] = t_P_a
-        if lean:
-            rec["devsel"] = Strings([x.rec_devsel for x in shape_list], t_shape_a)
-            rec["termination"] = Strings([x.rec_termination for x in shape_list], t_shape_a)
-        else:
-            rec["devsel"] = sh_pick("rec_devsel", "U12")
-            rec["termination"] = sh_pick("rec_termination", "U24")
-        rec["initiator_waits"] = sh_pick("rec_iwaits", i64)
-        rec["target_waits"] = sh_pick("twaits", i64)
-        rec["width"] = np.where(wide_t, 64, 32)
-        rec["gnt"] = -1 if gnt_master is None else (t_master_a == gnt_master)
-        rec["data_index"] = np.asarray(t_dbase, i64)
-        if with_ad:
-            if lean:
-                rec["command"] = Strings([names[c] for c in range(16)], t_cmd)
-            else:
-                rec["command"] = np.array([names[c] for c in range(16)], "U24")[np.asarray(t_cmd, i64)]
-            rec["dac"] = t_dac
-            rec["address"] = np.array(t_addr, dtype=np.uint64)
-            if par_flips:
-                bad = np.zeros(ntx, bool)
-                bad[[t for _, t, _ in par_flips]] = True
-                rec["parity_error"] = bad
-        else:
-            rec["command"] = "unknown"
-        if pcix and with_ad:
-            # (render_txns passes the five columns; render's loop a row per transaction)
-            cols = t_px if isinstance(t_px, tuple) else zip(*t_px)
-            for fname, col in zip(("tag", "requester", "byte_count", "relaxed_ordering", "no_snoop"), cols):
-                rec[fname] = col
-        else:
-            rec["tag"] = rec["requester"] = rec["byte_count"] = -1
-        fd = np.array([x.first_data if x.first_data is not None else -1 for x in shape_list], i64)[t_shape_a]
-        late = [(int(t), int(fd[t])) for t in np.flatnonzero(fd > MAX_INITIAL_LATENCY)]
-    rec["start_ps"] = times(t_start_a)
-    rec["end_ps"] = times(t_end_a)
-    lo_be = all_be & 0xF
-    if wide_w is None and (not lean or (with_ad and t_bytes is None)):
-        wide_w = np.repeat(wide_t, t_P_a)
-    if with_ad and t_bytes is not None:
-        rec["bytes"] = t_bytes
-    elif with_ad:
-        # Bytes per record: its lanes (8 or 4 per data phase) less the disabled ones, summed over
-        # the few words that disable any (no per-word int64 counts and running sum: three
-        # arrays of 8 bytes a word, tens of MB at 10 M clocks). Exact integers.
-        off_w = np.flatnonzero(np.where(wide_w, all_be, lo_be))
-        dis = np.zeros(len(off_w) + 1, i64)
-        np.cumsum(np.bitwise_count(np.where(wide_w[off_w], all_be[off_w], lo_be[off_w])), out=dis[1:])
-        dbase = np.asarray(t_dbase, i64)
-        lanes = np.where(wide_t, 8, 4) if ntx else np.zeros(0, i64)
-        rec["bytes"] = t_P_a * lanes - (dis[np.searchsorted(off_w, dbase + t_P_a)] - dis[np.searchsorted(off_w, dbase)])
+    if not ntx:
+        return rec, []
+    table = command_table(mode)
+    names = [table[c][0] for c in range(16)]
+    sh_pick = lambda attr, dt: np.array([getattr(x, attr) for x in shape_list], dt)[t_shape_a]  # noqa: E731
+    rec["clocks"] = sh_pick("end", i64) + 1
+    rec["data_phases"] = t_P_a
+    if lean:
+        rec["devsel"] = Strings([x.rec_devsel for x in shape_list], t_shape_a)
+        rec["termination"] = Strings([x.rec_termination for x in shape_list], t_shape_a)
     else:
-        rec["bytes"] = t_P_a * (rec["width"] // 8)
-    words = np.zeros(0 if lean else nd, WORD_DTYPE)
-    if not lean:
-        words["record"] = np.repeat(np.arange(ntx), t_P_a)
-        words["time_ps"] = times(data_clocks)
-        if with_ad:
-            words["value"] = all_ad
-            words["byte_enables"] = np.where(wide_w, all_be, lo_be)
-        # (no AD / C/BE# captured: the words keep only their times, value and byte enables 0)
+        rec["devsel"] = sh_pick("rec_devsel", "U12")
+        rec["termination"] = sh_pick("rec_termination", "U24")
+    rec["initiator_waits"] = sh_pick("rec_iwaits", i64)
+    rec["target_waits"] = sh_pick("twaits", i64)
+    rec["width"] = np.where(wide_t, 64, 32)
+    rec["gnt"] = -1 if gnt_master is None else (t_master_a == gnt_master)
+    rec["data_index"] = np.asarray(t_dbase, i64)
+    if with_ad:
+        if lean:
+            rec["command"] = Strings(names, t_cmd)
+        else:
+            rec["command"] = np.array(names, "U24")[np.asarray(t_cmd, i64)]
+        rec["dac"] = t_dac
+        rec["address"] = np.array(t_addr, dtype=np.uint64)
+        if par_flips:
+            bad = np.zeros(ntx, bool)
+            bad[[t for _, t, _ in par_flips]] = True
+            rec["parity_error"] = bad
+    else:
+        rec["command"] = "unknown"
+    if mode == "pcix" and with_ad:
+        # (render_txns passes the five columns; render's loop a row per transaction)
+        cols = t_px if isinstance(t_px, tuple) else zip(*t_px)
+        for fname, col in zip(("tag", "requester", "byte_count", "relaxed_ordering", "no_snoop"), cols):
+            rec[fname] = col
+    else:
+        rec["tag"] = rec["requester"] = rec["byte_count"] = -1
+    fd = np.array([x.first_data if x.first_data is not None else -1 for x in shape_list], i64)[t_shape_a]
+    return rec, [(int(t), int(fd[t])) for t in np.flatnonzero(fd > MAX_INITIAL_LATENCY)]
+
+
+def _record_bytes(all_be, lo_be, wide_w, wide_t, t_P_a, dbase) -> np.ndarray:
+    """Bytes per record: its lanes (8 or 4 per data phase) less the disabled ones (asserted-low
+    byte enables ``all_be`` per data word, ``lo_be`` their C/BE#[3:0]; ``dbase``: each record's
+    first word)."""
+    # Summed over the few words that disable any (no per-word int64 counts and running sum:
+    # three arrays of 8 bytes a word, tens of MB at 10 M clocks). Exact integers.
+    off_w = np.flatnonzero(np.where(wide_w, all_be, lo_be))
+    dis = np.zeros(len(off_w) + 1, np.int64)
+    np.cumsum(np.bitwise_count(np.where(wide_w[off_w], all_be[off_w], lo_be[off_w])), out=dis[1:])
+    lanes = np.where(wide_t, 8, 4) if len(t_P_a) else np.zeros(0, np.int64)
+    return t_P_a * lanes - (dis[np.searchsorted(off_w, dbase + t_P_a)] - dis[np.searchsorted(off_w, dbase)])
+
+
+def _findings(sig, late, reasserted, par_flips, t_start_a, data_clocks, times, bus: str, with_ad: bool):
+    """The findings (FINDING_DTYPE, sorted) of late first data phases, FRAME# reasserted and
+    parity errors, whose PAR / PAR64 bits are flipped in ``sig`` here; and the (transaction,
+    clock) of every bad parity."""
     flist = []
     for t, lat in late:
         flist.append((int(times(t_start_a[t] + lat)), bus, "initial_latency",
@@ -1067,14 +1233,12 @@ def _assemble(shape_list, t_shape, t_start, t_idle, t_hbase, t_pend, t_dbase, t_
         if c < 0:
             c = int(data_clocks[-1 - c])
         bad_parity.append((t, c))
-        lane = sig["par64"] if what.endswith("(PAR64)") else par
+        lane = sig["par64"] if what.endswith("(PAR64)") else sig["par"]
         lane[c + 1] ^= 1          # PAR / PAR64 cover the previous clock's AD and C/BE#
         if with_ad:
             flist.append((int(times(c)), bus, "parity_error", f"{'PAR64' if what.endswith('(PAR64)') else 'PAR'} wrong for the {what}"))
     findings = np.array(sorted(flist), dtype=FINDING_DTYPE) if flist else np.zeros(0, FINDING_DTYPE)
-    nhdr_t = np.array([x.length[0] for x in shape_list], i64)[t_shape_a] if ntx else np.zeros(0, i64)
-    return RenderedBus(sig, rec, words, findings, float(clock_hz), mode, width, bus, masters, gnt_master,
-                       with_ad, t_start_a, t_end_a, code, nhdr_t, t_dev_a, bad_parity)
+    return findings, bad_parity
 
 
 def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBus:
@@ -1104,8 +1268,6 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
 
     rec = rb.records[idx].copy()
     words_parts = []
-    pcix = rb.mode == "pcix"
-    dev_at = rb.devsel_clock
     word_rec = rb.words["record"]
     dpos = 0
     for j, t in enumerate(idx):
@@ -1115,41 +1277,8 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
         if E < stop - 1:         # an idle clock or a new address phase after it is in the capture
             r["start_ps"], r["end_ps"] = tm(A), tm(E)
         else:
-            last = stop - 1
-            nh = int(rb.header_clocks[t]) if rb.with_ad else 1 + pcix
-            H = min(A + nh - 1, last)
-            cs = np.arange(H + 1, stop)
-            cc = code[H + 1:stop]
-            D = (cs >= dev_at[t]) & ~_NODEV[cc]
-            I, T, S = _I[cc] == 0, _T[cc] == 0, _S[cc] == 0
-            dp = I & T & D
-            term = S | (pcix & T & ~D & (cs > dev_at[t]))
-            r["start_ps"], r["end_ps"] = tm(A), tm(last)
-            r["clocks"] = stop - A
-            r["termination"] = "truncated"
-            r["data_phases"] = int(dp.sum())
-            r["initiator_waits"] = int((~dp & ~term & ~I).sum())
-            r["target_waits"] = int((~dp & ~term & I).sum())
-            seen = np.flatnonzero(D)
-            r["devsel"] = _DEVSEL_NAMES[min(int(cs[seen[0]]) - H, 4)] if len(seen) else "none"
-            if r["width"] == 64 and not len(seen):
-                r["width"] = 32
-            w = w[:int(dp.sum())]
-            if rb.with_ad:
-                be = w["byte_enables"].astype(np.int64)
-                lanes = 8 if r["width"] == 64 else 4
-                r["bytes"] = int((lanes - np.bitwise_count(be & ((1 << lanes) - 1))).sum())
-                hdr_cut = A + int(rb.header_clocks[t]) - 1 > last
-                if hdr_cut:
-                    dac_seen = r["dac"] and last == A
-                    if dac_seen:
-                        r["command"] = "dac"
-                        r["address"] = int(r["address"]) & 0xFFFFFFFF
-                    if pcix:
-                        r["tag"] = r["requester"] = r["byte_count"] = -1
-                        r["relaxed_ordering"] = r["no_snoop"] = False
-            else:
-                r["bytes"] = r["data_phases"] * (r["width"] // 8)
+            r["start_ps"], r["end_ps"] = tm(A), tm(stop - 1)
+            w = _truncate(rb, t, r, w, stop)
         if rb.with_ad:
             r["parity_error"] = any(bt == t and c + 1 < stop for bt, c in rb.bad_parity)
         if A == start and r["gnt"] >= 0:
@@ -1162,10 +1291,65 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
             w["time_ps"] = tm(np.rint(w["time_ps"] / period).astype(np.int64))
             words_parts.append(w)
     words = np.concatenate(words_parts) if words_parts else np.zeros(0, WORD_DTYPE)
+    findings = _cropped_findings(rb, start, stop, keep, tm)
+    sig = {k: v[start:stop] for k, v in rb.signals.items()}
+    return dataclasses.replace(rb, signals=sig, records=rec, words=words, findings=findings,
+                               start_clock=A_all[idx] - start, end_clock=np.minimum(E_all[idx], stop - 1) - start,
+                               codes=code[start:stop], header_clocks=rb.header_clocks[idx],
+                               devsel_clock=rb.devsel_clock[idx] - start,
+                               bad_parity=[(int(np.searchsorted(idx, t)), c - start) for t, c in rb.bad_parity
+                                           if keep[t]])
+
+
+def _truncate(rb: RenderedBus, t: int, r, w: np.ndarray, stop: int) -> np.ndarray:
+    """Record ``r`` of transaction ``t``, still busy on clock stop - 1, rewritten as what a
+    decoder sees of it up to there (``truncated``); returns its words ``w`` that completed."""
+    A = int(rb.start_clock[t])
+    code = rb.codes
+    pcix = rb.mode == "pcix"
+    last = stop - 1
+    nh = int(rb.header_clocks[t]) if rb.with_ad else 1 + pcix
+    H = min(A + nh - 1, last)
+    cs = np.arange(H + 1, stop)
+    cc = code[H + 1:stop]
+    D = (cs >= rb.devsel_clock[t]) & ~_NODEV[cc]
+    I, T, S = _I[cc] == 0, _T[cc] == 0, _S[cc] == 0
+    dp = I & T & D
+    term = S | (pcix & T & ~D & (cs > rb.devsel_clock[t]))
+    r["clocks"] = stop - A
+    r["termination"] = "truncated"
+    r["data_phases"] = int(dp.sum())
+    r["initiator_waits"] = int((~dp & ~term & ~I).sum())
+    r["target_waits"] = int((~dp & ~term & I).sum())
+    seen = np.flatnonzero(D)
+    r["devsel"] = _DEVSEL_NAMES[min(int(cs[seen[0]]) - H, 4)] if len(seen) else "none"
+    if r["width"] == 64 and not len(seen):
+        r["width"] = 32
+    w = w[:int(dp.sum())]
+    if not rb.with_ad:
+        r["bytes"] = r["data_phases"] * (r["width"] // 8)
+        return w
+    be = w["byte_enables"].astype(np.int64)
+    lanes = 8 if r["width"] == 64 else 4
+    r["bytes"] = int((lanes - np.bitwise_count(be & ((1 << lanes) - 1))).sum())
+    if A + int(rb.header_clocks[t]) - 1 > last:      # the header is cut
+        if r["dac"] and last == A:                   # only the DAC's first address phase is seen
+            r["command"] = "dac"
+            r["address"] = int(r["address"]) & 0xFFFFFFFF
+        if pcix:
+            r["tag"] = r["requester"] = r["byte_count"] = -1
+            r["relaxed_ordering"] = r["no_snoop"] = False
+    return w
+
+
+def _cropped_findings(rb: RenderedBus, start: int, stop: int, keep: np.ndarray, tm) -> np.ndarray:
+    """The findings on clocks [start, stop) that a capture of them shows (none of a
+    transaction not recorded, no parity error whose PAR clock is cut), times by ``tm``."""
+    period = 1e12 / rb.clock_hz
+    A_all, E_all = rb.start_clock, rb.end_clock
     fl = []
-    clk_of = lambda t_ps: int(np.rint(t_ps / period))      # noqa: E731
     for f in rb.findings:
-        c = clk_of(f["time_ps"])
+        c = int(np.rint(f["time_ps"] / period))
         if not start <= c < stop:
             continue
         if f["kind"] == "parity_error" and c + 1 >= stop:
@@ -1174,14 +1358,7 @@ def crop(rb: RenderedBus, start: int = 0, stop: int | None = None) -> RenderedBu
         if len(owner) and not keep[owner[0]]:
             continue
         fl.append((int(tm(c)), f["bus"], f["kind"], f["message"]))
-    findings = np.array(fl, FINDING_DTYPE) if fl else np.zeros(0, FINDING_DTYPE)
-    sig = {k: v[start:stop] for k, v in rb.signals.items()}
-    return dataclasses.replace(rb, signals=sig, records=rec, words=words, findings=findings,
-                               start_clock=A_all[idx] - start, end_clock=np.minimum(E_all[idx], stop - 1) - start,
-                               codes=code[start:stop], header_clocks=rb.header_clocks[idx],
-                               devsel_clock=dev_at[idx] - start,
-                               bad_parity=[(int(np.searchsorted(idx, t)), c - start) for t, c in rb.bad_parity
-                                           if keep[t]])
+    return np.array(fl, FINDING_DTYPE) if fl else np.zeros(0, FINDING_DTYPE)
 
 
 def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int, nhdr: int,
@@ -1205,7 +1382,7 @@ def _make_shape(t: int, pcix: bool, read: bool, term: str, n: int | None, P: int
     if term == "single_phase_disconnect" and P != 1:
         raise PcitraceError(f"{where}: a single data phase disconnect moves exactly one word",
                             fix="give one data word")
-    stop_slot = term in ("retry", "disconnect_without_data", "target_abort", "abandoned")
+    stop_slot = _stop_slot(term)
     slots = P + 1 if stop_slot else max(P, 1)
     iw = _sparse(s.initiator_waits, slots, f"{where} initiator_waits")
     tw = _sparse(s.target_waits, slots, f"{where} target_waits")
@@ -1334,14 +1511,8 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
     if prefix is None:
         prefix = len(buses) > 1
     timing = samples_per_clock is not None or samplerate_hz is not None
-    if timing and samplerate_hz is None:
-        fmax = max(b.clock_hz for b in buses)
-        samplerate_hz = fmax * int(samples_per_clock)
     if timing:
-        slowest = min(samplerate_hz / b.clock_hz for b in buses)
-        if slowest < 4:
-            raise PcitraceError(f"{samplerate_hz / 1e6:g} MHz sampling gives {slowest:.2f} samples per "
-                                "bus clock", fix="sample at least 4 times per clock (quarter-period edges)")
+        samplerate_hz = _timing_rate(buses, samples_per_clock, samplerate_hz)
     elif len({b.clock_hz for b in buses}) > 1:
         raise PcitraceError("a state-mode capture has one clock; these buses run at "
                             f"{sorted({b.clock_hz for b in buses})} Hz",
@@ -1364,53 +1535,11 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         arr, wid, sigs = _bus_channels(b, pre, wad, bits)
         old_t = b.times_ps()
         if timing:
-            ratio = b.clock_hz / samplerate_hz
-            N = samplerate_hz / b.clock_hz
-            if abs(N - round(N)) < 1e-9:
-                # whole samples per clock: each clock's value starts ceil(N/4) samples after
-                # its edge (clock 0's from the start), built by repetition without an index array
-                N = int(round(N))
-                c4 = -(-N // 4)
-                C = b.clocks
-                head = lead + c4
-                tail_n = n_samples - head - (C - 1) * N
-
-                def spread(v):
-                    out = np.empty(n_samples, v.dtype)
-                    out[:head] = v[0]
-                    out[head:head + (C - 1) * N] = np.repeat(v[1:], N)
-                    out[n_samples - tail_n:] = v[-1]
-                    return out
-
-                arr = {k: spread(v) for k, v in arr.items()}
-                clk = np.zeros(n_samples, np.uint8)
-                body = clk[lead:lead + C * N].reshape(C, N)
-                body[:, :-(-N // 2)] = 1
-                arr[pre + "CLK"] = clk
-            else:
-                x = (np.arange(n_samples, dtype=np.float64) - lead) * ratio
-                clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, b.clocks - 1)
-                arr = {k: v[clk_of] for k, v in arr.items()}
-                arr[pre + "CLK"] = (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8)
+            arr, edge = _timing_samples(b, arr, lead, n_samples, samplerate_hz)
+            arr[pre + "CLK"] = _timing_clk(b, lead, n_samples, samplerate_hz)
             sigs["clk"] = pre + "CLK"
-            edge = lead + np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
             new_t = np.rint(edge * (1e12 / samplerate_hz)).astype(np.int64)
-            gl = []
-            for gbus, canon, c in glitches:
-                if gbus != b.bus:
-                    continue
-                name = sigs.get(canon)
-                if not isinstance(name, str) or name not in arr or name in widths:
-                    raise PcitraceError(f"cannot glitch {canon!r} on bus {b.bus}",
-                                        fix="glitch a captured 1-bit control line")
-                if not 0 <= c < b.clocks - 1:
-                    raise PcitraceError(f"glitch clock {c} outside bus {b.bus}", fix="pick a clock inside the bus")
-                s = int(edge[c] + np.floor(0.5 / ratio))
-                if not (edge[c] + 0.25 / ratio + 1 <= s < edge[c + 1]):
-                    raise PcitraceError("too few samples per clock for a glitch", fix="sample at 6+ per clock")
-                arr[name][s] ^= 1
-                gl.append((int(np.rint(s * 1e12 / samplerate_hz)), b.bus, "glitch",
-                           f"{CHANNEL_NAMES[canon]} changed twice within one clock"))
+            gl = _glitch(b, glitches, sigs, arr, wid, edge, samplerate_hz)
         else:
             if any(g[0] == b.bus for g in glitches):
                 raise PcitraceError("glitches exist only in timing captures", fix="give samples_per_clock")
@@ -1423,28 +1552,7 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         nic = NicIdentity(gnt="gnt_n" if "gnt_n" in sigs else None,
                           req="req_n" if "req_n" in sigs else None, bars=list(bars))
         bus_profiles.append(BusProfile(b.bus, b.mode, sigs, set(), b.width, b.clock_hz, nic))
-        r = b.records.copy()
-        w = b.words.copy()
-        f = b.findings.copy()
-        r["start_ps"] = new_t[np.searchsorted(old_t, r["start_ps"])]
-        r["end_ps"] = new_t[np.searchsorted(old_t, r["end_ps"])]
-        w["time_ps"] = new_t[np.searchsorted(old_t, w["time_ps"])]
-        f["time_ps"] = new_t[np.clip(np.searchsorted(old_t, f["time_ps"]), 0, len(new_t) - 1)]
-        if not wad:
-            r["command"] = "unknown"
-            r["address"] = 0
-            r["dac"] = False
-            r["parity_error"] = False
-            r["tag"] = r["requester"] = r["byte_count"] = -1
-            r["relaxed_ordering"] = r["no_snoop"] = False
-            r["bytes"] = r["data_phases"] * (r["width"] // 8)
-            w = w.copy()
-            w["value"] = 0          # the words keep only their times
-            w["byte_enables"] = 0
-            f = f[f["kind"] != "parity_error"]
-            if b.with_ad and np.any(b.records["dac"]):
-                raise PcitraceError(f"bus {b.bus}: the truth of DAC transactions without AD differs",
-                                    fix="render the bus with with_ad=False")
+        r, w, f = _retimed_truth(b, old_t, new_t, wad)
         if gl:
             f = np.concatenate((f, np.array(gl, FINDING_DTYPE)))
         recs.append(r)
@@ -1457,6 +1565,118 @@ def to_capture(buses: RenderedBus | Sequence[RenderedBus], *, samples_per_clock:
         tb = TimeBase.state(buses[0].clock_hz)
     cap = Capture.from_arrays(arrays, tb, widths, metadata={"generator": "pcitrace.sim"})
     return CaptureTruth(cap, Profile(bus_profiles, source="memory"), records, words_all, findings)
+
+
+def _timing_rate(buses: list[RenderedBus], samples_per_clock: int | None, samplerate_hz: float | None) -> float:
+    """The sample rate of a timing capture of ``buses`` (``samples_per_clock`` of the fastest
+    bus unless ``samplerate_hz`` is given), checked: at least 4 samples per clock of each."""
+    if samplerate_hz is None:
+        fmax = max(b.clock_hz for b in buses)
+        samplerate_hz = fmax * int(samples_per_clock)
+    slowest = min(samplerate_hz / b.clock_hz for b in buses)
+    if slowest < 4:
+        raise PcitraceError(f"{samplerate_hz / 1e6:g} MHz sampling gives {slowest:.2f} samples per "
+                            "bus clock", fix="sample at least 4 times per clock (quarter-period edges)")
+    return samplerate_hz
+
+
+def _timing_samples(b: RenderedBus, arr: dict, lead: int, n_samples: int,
+                    samplerate_hz: float) -> tuple[dict, np.ndarray]:
+    """Bus ``b``'s per-clock channel arrays as ``n_samples`` timing samples (each clock's value
+    from a quarter period after its rising edge, the first edge at sample ``lead``); and the
+    sample of each clock's rising edge."""
+    ratio = b.clock_hz / samplerate_hz
+    N = samplerate_hz / b.clock_hz
+    if abs(N - round(N)) < 1e-9:
+        # whole samples per clock: each clock's value starts ceil(N/4) samples after
+        # its edge (clock 0's from the start), built by repetition without an index array
+        N = int(round(N))
+        c4 = -(-N // 4)
+        C = b.clocks
+        head = lead + c4
+        tail_n = n_samples - head - (C - 1) * N
+
+        def spread(v):
+            out = np.empty(n_samples, v.dtype)
+            out[:head] = v[0]
+            out[head:head + (C - 1) * N] = np.repeat(v[1:], N)
+            out[n_samples - tail_n:] = v[-1]
+            return out
+
+        arr = {k: spread(v) for k, v in arr.items()}
+    else:
+        x = (np.arange(n_samples, dtype=np.float64) - lead) * ratio
+        clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, b.clocks - 1)
+        arr = {k: v[clk_of] for k, v in arr.items()}
+    edge = lead + np.ceil(np.arange(b.clocks, dtype=np.float64) / ratio - 1e-9).astype(np.int64)
+    return arr, edge
+
+
+def _timing_clk(b: RenderedBus, lead: int, n_samples: int, samplerate_hz: float) -> np.ndarray:
+    """Bus ``b``'s CLK channel: low before sample ``lead``, then high for the first half of
+    every clock period."""
+    N = samplerate_hz / b.clock_hz
+    if abs(N - round(N)) < 1e-9:
+        N = int(round(N))
+        clk = np.zeros(n_samples, np.uint8)
+        body = clk[lead:lead + b.clocks * N].reshape(b.clocks, N)
+        body[:, :-(-N // 2)] = 1
+        return clk
+    x = (np.arange(n_samples, dtype=np.float64) - lead) * (b.clock_hz / samplerate_hz)
+    return (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8)
+
+
+def _glitch(b: RenderedBus, glitches, sigs: dict, arr: dict, widths: dict, edge: np.ndarray,
+            samplerate_hz: float) -> list[tuple]:
+    """Flip one sample mid-period of each line ``glitches`` names on bus ``b`` (in ``arr``);
+    returns their ``glitch`` findings."""
+    ratio = b.clock_hz / samplerate_hz
+    gl = []
+    for gbus, canon, c in glitches:
+        if gbus != b.bus:
+            continue
+        name = sigs.get(canon)
+        if not isinstance(name, str) or name not in arr or name in widths:
+            raise PcitraceError(f"cannot glitch {canon!r} on bus {b.bus}",
+                                fix="glitch a captured 1-bit control line")
+        if not 0 <= c < b.clocks - 1:
+            raise PcitraceError(f"glitch clock {c} outside bus {b.bus}", fix="pick a clock inside the bus")
+        s = int(edge[c] + np.floor(0.5 / ratio))
+        if not (edge[c] + 0.25 / ratio + 1 <= s < edge[c + 1]):
+            raise PcitraceError("too few samples per clock for a glitch", fix="sample at 6+ per clock")
+        arr[name][s] ^= 1
+        gl.append((int(np.rint(s * 1e12 / samplerate_hz)), b.bus, "glitch",
+                   f"{CHANNEL_NAMES[canon]} changed twice within one clock"))
+    return gl
+
+
+def _retimed_truth(b: RenderedBus, old_t: np.ndarray, new_t: np.ndarray, wad: bool):
+    """Bus ``b``'s records, words and findings (copies) at the capture's times ``new_t`` of its
+    clocks (``old_t``); ``wad`` False: as a capture without AD, C/BE# and PAR tells them."""
+    r = b.records.copy()
+    w = b.words.copy()
+    f = b.findings.copy()
+    r["start_ps"] = new_t[np.searchsorted(old_t, r["start_ps"])]
+    r["end_ps"] = new_t[np.searchsorted(old_t, r["end_ps"])]
+    w["time_ps"] = new_t[np.searchsorted(old_t, w["time_ps"])]
+    f["time_ps"] = new_t[np.clip(np.searchsorted(old_t, f["time_ps"]), 0, len(new_t) - 1)]
+    if wad:
+        return r, w, f
+    r["command"] = "unknown"
+    r["address"] = 0
+    r["dac"] = False
+    r["parity_error"] = False
+    r["tag"] = r["requester"] = r["byte_count"] = -1
+    r["relaxed_ordering"] = r["no_snoop"] = False
+    r["bytes"] = r["data_phases"] * (r["width"] // 8)
+    w = w.copy()
+    w["value"] = 0          # the words keep only their times
+    w["byte_enables"] = 0
+    f = f[f["kind"] != "parity_error"]
+    if b.with_ad and np.any(b.records["dac"]):
+        raise PcitraceError(f"bus {b.bus}: the truth of DAC transactions without AD differs",
+                            fix="render the bus with with_ad=False")
+    return r, w, f
 
 
 def dword_attribute_be(be, phases: int) -> int:

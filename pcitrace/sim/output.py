@@ -175,18 +175,7 @@ def simulate(sc: Scenario, progress=None) -> SimResult:
 
 
 def _simulate(sc: Scenario, progress=None) -> SimResult:
-    if sc.link.gmii and sc.mode != "timing":
-        raise PcitraceError("link.gmii needs a timing capture (the 125 MHz GMII clock is not a bus clock)",
-                            path=sc.path, where="link.gmii", fix='use mode = "timing" or gmii = false')
-    per = [b.period_ps for b in sc.buses]
-    step = sample_period_ps(per) if sc.mode == "timing" else per[0]
-    want = int(sc.duration_us * 1e6) // step
-    if want > MAX_SAMPLES:
-        raise PcitraceError(f"duration_us = {sc.duration_us:g} needs {want:,} samples in {sc.mode} mode, "
-                            f"more than the {MAX_SAMPLES:,} the simulator holds in memory",
-                            path=sc.path, where="duration_us",
-                            fix=f"simulate at most {MAX_SAMPLES * step / 1e6:g} us"
-                            + (" or use mode = \"state\"" if sc.mode == "timing" else ""))
+    _check_size(sc)
     model = run_model(sc, spec_clocks)
     duration = model.duration_ps
     buses = list(model.buses.values())
@@ -211,29 +200,14 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
 
     for bi, b in enumerate(buses):
         cfg = b.cfg
-        K = b.clock_at(duration)                # clocks k with T/2 + kT < duration
-        if not timing:
-            K = nsamples
-        rows = b.txn_rows
+        K = b.clock_at(duration) if timing else nsamples     # clocks k with T/2 + kT < duration
         # the fault injections pick transactions by their fields: Txn objects, only for them
         f = sc.faults
         txns = b.txns if (f.parity_errors or f.stray_irdy or f.trdy_without_devsel or f.glitches) else None
         frng = np.random.default_rng([sc.seed, 0xFA, bi])
         share = lambda n: n // len(buses) + (bi < n % len(buses))      # noqa: E731
-        parity: dict[int, int] = {}
-        if sc.faults.parity_errors:
-            cand = [i for i, t in enumerate(txns) if t.master == "nic" and phases(t)]
-            for i in sorted(frng.choice(cand, min(len(cand), share(sc.faults.parity_errors)), replace=False)):
-                parity[int(i)] = int(frng.integers(0, phases(txns[i])))
-        rb = render_txns(rows, parity, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
-                         gnt_master=0 if sc.gnt else None, with_ad=sc.ad, tail=1, total_clocks=K, lean=True)
-        cols = rb.txn_columns or _txn_columns(rows)
+        rb, cols = _render_bus(sc, b, txns, frng, share, K)
         starts, ends = cols["start"], cols["end"]
-        if len(rows) and (not np.array_equal(rb.start_clock, starts) or not np.array_equal(rb.end_clock, ends)):
-            bad = int(np.flatnonzero((rb.start_clock != starts) | (rb.end_clock != ends))[0])
-            raise AssertionError(f"bus {cfg.name}: transaction {bad} scheduled at clocks "
-                                 f"{starts[bad]}..{ends[bad]} but rendered at "
-                                 f"{rb.start_clock[bad]}..{rb.end_clock[bad]}")
         phase = b.phase
         injected = _inject_signals(sc, rb.signals, txns, starts, ends, frng, share)
         recs = rb.records            # the renderer's own array: no copy of a long record list
@@ -241,81 +215,203 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         recs["end_ps"] = phase + ends * b.period
         finds = rb.findings.copy()
         finds["time_ps"] += phase
-        glitches = []
-        if sc.faults.glitches and timing:
-            busy_txns = [i for i, t in enumerate(txns) if t.clocks >= 4]
-            for i in sorted(frng.choice(busy_txns, min(len(busy_txns), share(sc.faults.glitches)), replace=False)):
-                line = ("frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n")[int(frng.integers(0, 5))]
-                glitches.append((line, int(starts[i]) + int(frng.integers(1, txns[i].clocks - 1))))
+        glitches = _pick_glitches(txns, starts, frng, share(sc.faults.glitches)) \
+            if sc.faults.glitches and timing else []
         extra = [(phase + c * b.period, cfg.name, kind, msg) for kind, c, msg in injected]
         data_clocks = _data_clocks(rb.signals, K)
         first = _first_data_clocks(data_clocks, starts)
         first_parts.append(np.where(first >= 0, phase + first * b.period, -1))
         rec_parts.append(recs)
-        find_parts.append(finds)       # replaced below once the channel faults are known
         ann["master"].append(Strings(MASTERS, cols["master"]))
         ann["purpose"].append(cols["purpose"])
         ann["packet"].append(cols["packet"])
         bus_rows.append(cols)
         occupancy[cfg.name] = _occupancy(rb.signals, data_clocks, cols, recs, b, K)
-
-        # -- channels --------------------------------------------------------------------
-        wanted = [s for s in PCI_CHANNELS if s in rb.signals or s == "clk"]
-        if not sc.ad:
-            wanted = [s for s in wanted if s not in AD_SIGNALS]
-        if not sc.gnt:
-            wanted = [s for s in wanted if s not in ("req_n", "gnt_n")]
-        if not timing:
-            wanted = [s for s in wanted if s != "clk"]
-        signals = {}
-        if timing:
-            n = b.period // p
-            e0 = phase // p
-            c = max(1, -(-n // 4))
-            # Sample s shows clock clip((s - c - e0) // n + 1, 0, K-1): clock 0 up to sample
-            # h = c + e0, clock j >= 1 from sample h + (j-1)*n on, the last one to the end. Each
-            # channel is written straight into its per-sample array, the whole clocks as one
-            # broadcast copy (no per-sample index array, no per-clock repeat counts: a 10 M-clock
-            # timing capture has 60 M samples).
-            h = min(c + e0, nsamples)
-            body = min(max(K - 2, 0), (nsamples - h) // n)      # clocks 1..body fill n samples each
-            rest = h + body * n
-
-            def spread(v):
-                out = np.empty(nsamples, v.dtype)
-                out[:h] = v[0]
-                out[h:rest].reshape(body, n)[:] = v[1:1 + body, None]
-                out[rest:] = v[min(body + 1, K - 1)]
-                return out
-            # CLK repeats with the period n: one period, tiled
-            clk_period = (((np.arange(n, dtype=np.int64) - e0) % n) < n // 2).astype(np.uint8)
-        for s in wanted:
-            ch = f"{cfg.name}.{PCI_CHANNELS[s]}"
-            signals[s] = ch
-            if s == "clk":
-                arrays[ch] = np.tile(clk_period, -(-nsamples // n))[:nsamples]
-                continue
-            v = rb.signals[s][:K]
-            # (a Capture keeps a vector in the unsigned type it holds: C/BE# stays uint8)
-            arrays[ch] = spread(v) if timing else v
-            for line, g_clock in glitches:
-                if line == s:
-                    # one sample after the quarter-period change, well before the next edge
-                    gs = e0 + g_clock * n + c + 1
-                    arrays[ch][gs] ^= 1
-                    extra.append((gs * p, cfg.name, "glitch", f"{PCI_CHANNELS[s]} pulsed for one sample"))
-            if s in ("ad", "cbe_n"):
-                widths[ch] = cfg.width if s == "ad" else cfg.width // 8
+        signals = _bus_sample_channels(sc, b, rb.signals, K, p, nsamples, glitches, extra, arrays, widths)
         if extra:
             finds = np.sort(np.concatenate((finds, np.array(extra, FINDING_DTYPE))), order="time_ps")
-        find_parts[-1] = finds
+        find_parts.append(finds)
         profile_buses.append(BusProfile(
             name=cfg.name, kind=cfg.kind, signals=signals, width=cfg.width,
             clock_hz=None if timing else 1e12 / b.period,
             nic=NicIdentity(gnt="gnt_n" if sc.gnt else None, req="req_n" if sc.gnt else None,
                             bars=[(cfg.nic.bar, cfg.nic.bar + 0x1FFFF)])))
 
-    # -- probe lines ---------------------------------------------------------------------
+    frames_out = _probe_lines(sc, model, periods, p, nsamples, arrays, widths, profile_buses)
+
+    records, rec_dicts, inv, first_ps = _merged_records(rec_parts, ann, first_parts)
+    findings = np.concatenate(find_parts) if find_parts else np.zeros(0, FINDING_DTYPE)
+    findings = np.sort(findings, order="time_ps")
+
+    truth = {
+        "format": TRUTH_FORMAT,
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "mode": sc.mode,
+        "ad": sc.ad,
+        "gnt": sc.gnt,
+        "duration_ps": duration,
+        "sample_period_ps": p,
+        "samples": int(nsamples),
+        "buses": {b.cfg.name: {"kind": b.cfg.kind, "width": b.cfg.width, "clock_hz": 1e12 / b.period,
+                               "period_ps": b.period, "first_clock_ps": b.phase,
+                               "pc": b.cfg.pc, "bar": [b.cfg.nic.bar, b.cfg.nic.bar + 0x1FFFF],
+                               "mmrbc": b.cfg.mmrbc if b.cfg.kind == "pcix" else None}
+                  for b in buses},
+        "records": rec_dicts,
+        "findings": [{"time_ps": int(f["time_ps"]), "bus": str(f["bus"]), "kind": str(f["kind"]),
+                      "message": str(f["message"])} for f in findings],
+        "frames": frames_out,
+        "pauses": [{"start_ps": a, "end_ps": z} for a, z in model.pauses],
+        "packets": _packets(model, bus_rows, inv, records, first_ps),
+        "occupancy": occupancy,
+    }
+    tb = TimeBase.timing(1e12 / p) if timing else TimeBase.state(clock_hz=1e12 / periods[0],
+                                                                  start_ps=periods[0] // 2)
+    meta = {"generator": "pcitrace simulate", "scenario": sc.name, "seed": sc.seed}
+    cap = Capture.from_arrays(arrays, tb, widths=widths, metadata=meta)
+    prof = Profile(profile_buses, source="memory")
+    return SimResult(cap, prof, truth, sc)
+
+
+def _merged_records(rec_parts: list, ann: dict, first_parts: list):
+    """The buses' records merged (sorted as the decoders give them) with their notes: (record
+    columns, RecordList, per bus-order record its merged index, per merged record the time of
+    its first data phase)."""
+    # sorted as the decoders give them
+    # One scatter per bus into the sorted array (no concatenated copy first): the record
+    # array of a long capture is hundreds of MB.
+    starts_all = np.concatenate([r["start_ps"] for r in rec_parts]) if rec_parts else np.zeros(0, np.int64)
+    order = np.lexsort((np.arange(len(starts_all)), starts_all))
+    inv = np.empty(len(order), np.int64)
+    inv[order] = np.arange(len(order))
+    records = _merge_columns(rec_parts, order)
+    # One word per completed data phase on every bus, kept in record order after the merge:
+    # a record's first word is the count of data phases before it (docs/records.md).
+    phases_ = records["data_phases"]
+    records["data_index"] = np.concatenate(([0], np.cumsum(phases_)[:-1])) if len(phases_) else phases_
+    ann = {k: _merge_notes(v, order) for k, v in ann.items()}
+    first_ps = np.empty(len(order), np.int64)
+    if first_parts:
+        first_ps[inv] = np.concatenate(first_parts)
+    return records, RecordList(records, ann), inv, first_ps
+
+
+def _check_size(sc: Scenario) -> None:
+    """Refuse up front what the simulator cannot capture: GMII in state mode, more than
+    MAX_SAMPLES samples."""
+    if sc.link.gmii and sc.mode != "timing":
+        raise PcitraceError("link.gmii needs a timing capture (the 125 MHz GMII clock is not a bus clock)",
+                            path=sc.path, where="link.gmii", fix='use mode = "timing" or gmii = false')
+    per = [b.period_ps for b in sc.buses]
+    step = sample_period_ps(per) if sc.mode == "timing" else per[0]
+    want = int(sc.duration_us * 1e6) // step
+    if want > MAX_SAMPLES:
+        raise PcitraceError(f"duration_us = {sc.duration_us:g} needs {want:,} samples in {sc.mode} mode, "
+                            f"more than the {MAX_SAMPLES:,} the simulator holds in memory",
+                            path=sc.path, where="duration_us",
+                            fix=f"simulate at most {MAX_SAMPLES * step / 1e6:g} us"
+                            + (" or use mode = \"state\"" if sc.mode == "timing" else ""))
+
+
+def _render_bus(sc: Scenario, b, txns, frng, share, K: int):
+    """Bus ``b`` rendered over ``K`` clocks (with its share of the injected parity errors, drawn
+    from ``frng``), and the columns of its transactions; checked against the model's schedule."""
+    cfg = b.cfg
+    rows = b.txn_rows
+    parity: dict[int, int] = {}
+    if sc.faults.parity_errors:
+        cand = [i for i, t in enumerate(txns) if t.master == "nic" and phases(t)]
+        for i in sorted(frng.choice(cand, min(len(cand), share(sc.faults.parity_errors)), replace=False)):
+            parity[int(i)] = int(frng.integers(0, phases(txns[i])))
+    rb = render_txns(rows, parity, mode=cfg.kind, width=cfg.width, clock_hz=1e12 / b.period, bus=cfg.name,
+                     gnt_master=0 if sc.gnt else None, with_ad=sc.ad, tail=1, total_clocks=K, lean=True)
+    cols = rb.txn_columns or _txn_columns(rows)
+    starts, ends = cols["start"], cols["end"]
+    if len(rows) and (not np.array_equal(rb.start_clock, starts) or not np.array_equal(rb.end_clock, ends)):
+        bad = int(np.flatnonzero((rb.start_clock != starts) | (rb.end_clock != ends))[0])
+        raise AssertionError(f"bus {cfg.name}: transaction {bad} scheduled at clocks "
+                             f"{starts[bad]}..{ends[bad]} but rendered at "
+                             f"{rb.start_clock[bad]}..{rb.end_clock[bad]}")
+    return rb, cols
+
+
+def _pick_glitches(txns, starts, frng, count: int) -> list[tuple[str, int]]:
+    """(line, clock) of ``count`` glitches, each inside a transaction of 4 clocks or more."""
+    glitches = []
+    busy_txns = [i for i, t in enumerate(txns) if t.clocks >= 4]
+    for i in sorted(frng.choice(busy_txns, min(len(busy_txns), count), replace=False)):
+        line = ("frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n")[int(frng.integers(0, 5))]
+        glitches.append((line, int(starts[i]) + int(frng.integers(1, txns[i].clocks - 1))))
+    return glitches
+
+
+def _bus_sample_channels(sc: Scenario, b, sig: dict, K: int, p: int, nsamples: int, glitches: list,
+                         extra: list, arrays: dict, widths: dict) -> dict:
+    """Bus ``b``'s captured channels (its first ``K`` clocks of ``sig``) as ``nsamples`` samples
+    every ``p`` ps, into ``arrays`` / ``widths``, with the ``glitches`` (line, clock) flipped
+    (their findings appended to ``extra``); returns the profile's signal -> channel map."""
+    cfg = b.cfg
+    timing = sc.mode == "timing"
+    wanted = [s for s in PCI_CHANNELS if s in sig or s == "clk"]
+    if not sc.ad:
+        wanted = [s for s in wanted if s not in AD_SIGNALS]
+    if not sc.gnt:
+        wanted = [s for s in wanted if s not in ("req_n", "gnt_n")]
+    if not timing:
+        wanted = [s for s in wanted if s != "clk"]
+    if timing:
+        n = b.period // p
+        e0 = b.phase // p
+        c = max(1, -(-n // 4))
+        spread = _spreader(K, n, min(c + e0, nsamples), nsamples)
+    signals = {}
+    for s in wanted:
+        ch = f"{cfg.name}.{PCI_CHANNELS[s]}"
+        signals[s] = ch
+        if s == "clk":
+            # CLK repeats with the period n: one period, tiled
+            clk_period = (((np.arange(n, dtype=np.int64) - e0) % n) < n // 2).astype(np.uint8)
+            arrays[ch] = np.tile(clk_period, -(-nsamples // n))[:nsamples]
+            continue
+        v = sig[s][:K]
+        # (a Capture keeps a vector in the unsigned type it holds: C/BE# stays uint8)
+        arrays[ch] = spread(v) if timing else v
+        for line, g_clock in glitches:
+            if line == s:
+                # one sample after the quarter-period change, well before the next edge
+                gs = e0 + g_clock * n + c + 1
+                arrays[ch][gs] ^= 1
+                extra.append((gs * p, cfg.name, "glitch", f"{PCI_CHANNELS[s]} pulsed for one sample"))
+        if s in ("ad", "cbe_n"):
+            widths[ch] = cfg.width if s == "ad" else cfg.width // 8
+    return signals
+
+
+def _spreader(K: int, n: int, h: int, nsamples: int):
+    """The per-sample array of a per-clock one, ``n`` samples a clock: sample s shows clock
+    clip((s - h) // n + 1, 0, K-1)."""
+    # Clock 0 up to sample h, clock j >= 1 from sample h + (j-1)*n on, the last one to the end.
+    # Each channel is written straight into its per-sample array, the whole clocks as one
+    # broadcast copy (no per-sample index array, no per-clock repeat counts: a 10 M-clock
+    # timing capture has 60 M samples).
+    body = min(max(K - 2, 0), (nsamples - h) // n)      # clocks 1..body fill n samples each
+    rest = h + body * n
+
+    def spread(v):
+        out = np.empty(nsamples, v.dtype)
+        out[:h] = v[0]
+        out[h:rest].reshape(body, n)[:] = v[1:1 + body, None]
+        out[rest:] = v[min(body + 1, K - 1)]
+        return out
+    return spread
+
+
+def _probe_lines(sc: Scenario, model, periods: list, p: int, nsamples: int, arrays: dict, widths: dict,
+                 profile_buses: list) -> "DictRows":
+    """The link probe's channels (into ``arrays`` / ``widths``, their profiles appended to
+    ``profile_buses``) and the frames as the truth gives them."""
+    timing = sc.mode == "timing"
     directions = ["a_to_b"] + (["b_to_a"] if sc.link.reverse_probe else [])
     if timing:
         def to_sample(t):
@@ -357,7 +453,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     f_link, f_kind, f_seq, f_bytes, f_lost = (zip(*map(operator.attrgetter("link", "kind", "seq", "frame_bytes", "lost"),
                                                        model.frames)) if n_fr else [()] * 5)
     f_seq = np.array(f_seq, np.int64)
-    frames_out = DictRows({
+    return DictRows({
         "link": f_link, "kind": f_kind, "seq": f_seq, "frame_bytes": np.array(f_bytes, np.int64),
         "udpmon_seq": np.where(np.array([k == "data" for k in f_kind], bool), f_seq, -1),
         "lost": f_lost,
@@ -368,56 +464,6 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         "sof_ps": np.asarray(sample_ps(s_sof), np.int64) if sc.link.sof else np.full(n_fr, -1, np.int64),
         "truncated": (s_end >= nsamples).tolist(),
     })
-
-    # -- records, sorted as the decoders give them -------------------------------------------
-    # One scatter per bus into the sorted array (no concatenated copy first): the record
-    # array of a long capture is hundreds of MB.
-    starts_all = np.concatenate([r["start_ps"] for r in rec_parts]) if rec_parts else np.zeros(0, np.int64)
-    order = np.lexsort((np.arange(len(starts_all)), starts_all))
-    inv = np.empty(len(order), np.int64)
-    inv[order] = np.arange(len(order))
-    records = _merge_columns(rec_parts, order)
-    # One word per completed data phase on every bus, kept in record order after the merge:
-    # a record's first word is the count of data phases before it (docs/records.md).
-    phases_ = records["data_phases"]
-    records["data_index"] = np.concatenate(([0], np.cumsum(phases_)[:-1])) if len(phases_) else phases_
-    ann = {k: _merge_notes(v, order) for k, v in ann.items()}
-    first_ps = np.empty(len(order), np.int64)
-    if first_parts:
-        first_ps[inv] = np.concatenate(first_parts)
-    rec_dicts = RecordList(records, ann)
-    findings = np.concatenate(find_parts) if find_parts else np.zeros(0, FINDING_DTYPE)
-    findings = np.sort(findings, order="time_ps")
-
-    truth = {
-        "format": TRUTH_FORMAT,
-        "scenario": sc.name,
-        "seed": sc.seed,
-        "mode": sc.mode,
-        "ad": sc.ad,
-        "gnt": sc.gnt,
-        "duration_ps": duration,
-        "sample_period_ps": p,
-        "samples": int(nsamples),
-        "buses": {b.cfg.name: {"kind": b.cfg.kind, "width": b.cfg.width, "clock_hz": 1e12 / b.period,
-                               "period_ps": b.period, "first_clock_ps": b.phase,
-                               "pc": b.cfg.pc, "bar": [b.cfg.nic.bar, b.cfg.nic.bar + 0x1FFFF],
-                               "mmrbc": b.cfg.mmrbc if b.cfg.kind == "pcix" else None}
-                  for b in buses},
-        "records": rec_dicts,
-        "findings": [{"time_ps": int(f["time_ps"]), "bus": str(f["bus"]), "kind": str(f["kind"]),
-                      "message": str(f["message"])} for f in findings],
-        "frames": frames_out,
-        "pauses": [{"start_ps": a, "end_ps": z} for a, z in model.pauses],
-        "packets": _packets(model, bus_rows, inv, records, first_ps),
-        "occupancy": occupancy,
-    }
-    tb = TimeBase.timing(1e12 / p) if timing else TimeBase.state(clock_hz=1e12 / periods[0],
-                                                                  start_ps=periods[0] // 2)
-    meta = {"generator": "pcitrace simulate", "scenario": sc.name, "seed": sc.seed}
-    cap = Capture.from_arrays(arrays, tb, widths=widths, metadata=meta)
-    prof = Profile(profile_buses, source="memory")
-    return SimResult(cap, prof, truth, sc)
 
 
 def _merge_columns(parts: list, order: np.ndarray) -> dict:

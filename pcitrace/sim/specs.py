@@ -7,6 +7,7 @@ transaction; :func:`spec_clocks` follows the renderer's layout rules (pcitrace.s
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
 
@@ -276,33 +277,9 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     except OverflowError:
         raise _Irregular from None
 
-    # -- kinds: the model's protos (shape key, length, master, purpose, ...) -> what follows from them ---
-    shapes: dict[tuple, int] = {}            # the renderer's shape key -> index in shape_list
-    shape_list: list = []
-    kt: list[tuple] = []
-    kind_be: list[np.ndarray] = []           # per kind: the byte enables of its data phases
-    reads = [B.is_read(c, mode) for c in range(16)]
-    # Kinds by the identity of the proto tuples (equal protos in distinct tuples are two kinds of
-    # the same shape: the same drawing), numbered in order of first occurrence: the identities as
-    # numbers, grouped by numpy (no dict entry per transaction).
-    kind_a, first = first_occurrence_groups(np.fromiter(map(id, col_of("proto")), i64, n))
-    first = first.tolist()                   # per kind: its first transaction
-    # what the proto covers, per kind from its first transaction
-    k_first = [rows.txn(i) for i in first]
-    k_width = np.array([t.width for t in k_first], i64)
-    if not np.all((k_width == 32) | (k_width == 64)):
-        raise _Irregular
-    k_nbytes = np.array([t.nbytes for t in k_first], i64)
-    k_pcix = np.array([bool(t.pcix) for t in k_first], bool)
-    k_retry = np.array([t.termination == "retry" for t in k_first], bool)
-    k_clocks = np.array([t.clocks for t in k_first], i64)
-    k_master = np.array([MASTER_INDEX[t.master] for t in k_first], i64)
-    k_purpose = [t.purpose for t in k_first]
-    del k_first
-    for i in first:
-        kt.append(_kind(rows.txn(i), -1, len(kt), pcix, width, with_ad, reads, shapes, shape_list, kind_be, i))
-    del first
-    wb = k_width[kind_a] // 8
+    kinds = _Kinds.of(rows, mode, width, with_ad)
+    kind_a, kt = kinds.kind_a, kinds.kt
+    wb = kinds.width[kind_a] // 8
     col = lambda k, dt: np.array([x[k] for x in kt], dt)[kind_a]   # noqa: E731
     t_shape = col(10, i64)
     t_cmd = col(1, i64)
@@ -313,19 +290,7 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     k_aligned = col(6, bool)
     t_shend = col(7, i64)
     pend_cbe = col(9, np.uint8)
-
-    # -- clocks: idle before each transaction as scheduled, the renderer's own address clocks -----
-    starts = np.frombuffer(rows.starts, i64).copy()      # (a copy: the rows stay appendable)
-    ends = starts + k_clocks[kind_a] - 1
-    idle = np.empty(n, i64)
-    idle[0] = starts[0]
-    idle[1:] = starts[1:] - ends[:-1] - 1
-    np.maximum(idle, 0, out=idle)
-    if idle[0] < 2:
-        idle[0] = 2          # as render(): a clock before the first address phase
-    step = idle + t_shend + 1
-    t_start = np.cumsum(step) - t_shend - 1        # sum of the idles up to i + the spans before i
-    clock = int(t_start[-1] + t_shend[-1] + 1)
+    starts, ends, idle, t_start, clock = _clocks(rows, kinds.clocks[kind_a], t_shend)
 
     # -- the value tables: data words, then header entries (the renderer's own layout, filled in
     # place: no copy of the words into it) -------------------------------------------------------------
@@ -339,27 +304,15 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
     val_be = np.empty(nd + nh_all, np.uint8)
     all_ad, ad_a = val_ad[:nd], val_ad[nd:]          # (every data word is written)
     all_be, cbe_a = val_be[:nd], val_be[nd:]
-    nbytes = k_nbytes[kind_a]
+    nbytes = kinds.nbytes[kind_a]
     datas = col_of("data")
     offs = np.fromiter(col_of("data_off"), i64, n)
     _data_words(rows, datas, offs, nbytes, wb, t_P, t_dbase, k_single, k_aligned, all_ad)
     del datas
-    # Byte enables: most phases enable every lane (0); each kind's other ones are written at its
-    # transactions' phases. And the records' bytes by kind: its lanes less the disabled ones.
-    all_be[:] = 0
-    k_bytes = np.zeros(len(kind_be), i64)
-    for k, be in enumerate(kind_be):
-        wide_k = kt[k][4]
-        k_bytes[k] = len(be) * (8 if wide_k else 4) - int(np.bitwise_count(be & (0xFF if wide_k else 0x0F)).sum())
-        nz = np.flatnonzero(be)
-        if len(nz):
-            at = t_dbase[kind_a == k]
-            all_be[(at[:, None] + nz).reshape(-1)] = np.tile(be[nz], len(at))
-    t_bytes = k_bytes[kind_a]
+    t_bytes = _byte_enables(all_be, kinds.be, kt, kind_a, t_dbase)
 
     # -- header tables: address (and DAC high half), PCI-X attribute, the stop slot's value ----------------
-    has_data = nbytes > 0
-    a = np.where(has_data, addr & ~(wb - 1).astype(u64), addr)
+    a = np.where(nbytes > 0, addr & ~(wb - 1).astype(u64), addr)
     if pcix:
         req = np.array([max(r, 0) for r in col_of("requester")], i64) & 0xFFFF
         tag = np.array([max(x, 0) for x in col_of("tag")], i64) & 0x1F
@@ -367,6 +320,123 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
         a = np.where(comp, (a & u64(0x7F)) | (req.astype(u64) << u64(8)) | (tag.astype(u64) << u64(24)), a)
     ad_a[:] = 0
     cbe_a[:] = 0xFF
+    _address_entries(ad_a, cbe_a, a, t_cmd, t_dac, t_wide, t_hbase, width)
+    t_px = None
+    if pcix:
+        byte_count = _attribute_entries(ad_a, cbe_a, kt, kind_a, np.fromiter(col_of("byte_count"), i64, n), req, tag,
+                                        t_cmd, t_P, t_wide, t_hbase + 1 + t_dac)
+        false = np.zeros(n, bool)
+        t_px = (tag, req, byte_count, false, false)
+    has = t_P > 0
+    # a stop slot shows the last data word, or the address when no data phase completed
+    last = all_ad[(t_dbase + t_P - 1)[has]]
+    ad_a[t_pend[has]] = np.where(t_wide[has], last, last & u64(0xFFFFFFFF))
+    ad_a[t_pend[~has]] = a[~has] & u64(0xFFFFFFFF)
+    cbe_a[t_pend] = pend_cbe
+
+    par_flips = _parity_flips(parity, t_P, t_dbase)
+    t_master = kinds.master[kind_a]
+    purpose, packet = B.Strings(kinds.purpose, kind_a), np.fromiter(col_of("packet"), i64, n)
+    rb = B._assemble(kinds.shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
+                       t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], None, None,
+                       None, None, nd, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
+                       masters=MASTERS, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
+                       total_clocks=total_clocks, lean=lean, tables=(val_ad, val_be), t_bytes=t_bytes)
+    del val_ad, val_be, all_ad, all_be, ad_a, cbe_a
+    # what the truth needs of the transactions besides the records: no second pass over them
+    rb.txn_columns = {"start": starts, "end": ends, "master": t_master, "purpose": purpose,
+                      "packet": packet, "pcix": kinds.pcix[kind_a], "nbytes": nbytes,
+                      "retry": kinds.retry[kind_a]}
+    return rb
+
+
+@dataclasses.dataclass
+class _Kinds:
+    """A bus's transactions by kind (the identity of their model proto: equal protos in distinct
+    tuples are two kinds of the same shape, the same drawing), numbered in order of first
+    occurrence, and what follows from each kind: the renderer's shapes, per kind its _kind
+    tuple and the byte enables of its data phases, and the proto's fields."""
+
+    kind_a: np.ndarray       # per transaction: its kind
+    kt: list                 # per kind: _kind()'s tuple
+    shape_list: list         # the renderer's shapes (kt[k][10] indexes it)
+    be: list                 # per kind: the byte enables of its data phases
+    width: np.ndarray        # per kind: transfer width, bits
+    nbytes: np.ndarray
+    pcix: np.ndarray
+    retry: np.ndarray
+    clocks: np.ndarray
+    master: np.ndarray       # MASTER_INDEX
+    purpose: list
+
+    @classmethod
+    def of(cls, rows: TxnRows, mode: str, width: int, with_ad: bool) -> "_Kinds":
+        from pcitrace.sim import bus as B
+
+        n = len(rows)
+        i64 = np.int64
+        # the identities as numbers, grouped by numpy (no dict entry per transaction)
+        kind_a, first = first_occurrence_groups(np.fromiter(map(id, txn_column(rows, "proto")), i64, n))
+        first = first.tolist()                   # per kind: its first transaction
+        # what the proto covers, per kind from its first transaction
+        k_first = [rows.txn(i) for i in first]
+        k_width = np.array([t.width for t in k_first], i64)
+        if not np.all((k_width == 32) | (k_width == 64)):
+            raise _Irregular
+        shapes: dict[tuple, int] = {}            # the renderer's shape key -> index in shape_list
+        shape_list: list = []
+        kt: list[tuple] = []
+        kind_be: list[np.ndarray] = []
+        reads = [B.is_read(c, mode) for c in range(16)]
+        for i in first:
+            kt.append(_kind(rows.txn(i), -1, len(kt), mode == "pcix", width, with_ad, reads, shapes, shape_list,
+                            kind_be, i))
+        return cls(kind_a, kt, shape_list, kind_be, k_width,
+                   np.array([t.nbytes for t in k_first], i64),
+                   np.array([bool(t.pcix) for t in k_first], bool),
+                   np.array([t.termination == "retry" for t in k_first], bool),
+                   np.array([t.clocks for t in k_first], i64),
+                   np.array([MASTER_INDEX[t.master] for t in k_first], i64),
+                   [t.purpose for t in k_first])
+
+
+def _clocks(rows: TxnRows, t_clocks: np.ndarray, t_shend: np.ndarray):
+    """(scheduled start and end clocks, idle clocks before each transaction, the renderer's
+    address clocks, clocks drawn) from the rows' starts, each transaction's clocks and its
+    shape's span (last clock - address clock)."""
+    i64 = np.int64
+    starts = np.frombuffer(rows.starts, i64).copy()      # (a copy: the rows stay appendable)
+    ends = starts + t_clocks - 1
+    idle = np.empty(len(starts), i64)
+    idle[0] = starts[0]
+    idle[1:] = starts[1:] - ends[:-1] - 1
+    np.maximum(idle, 0, out=idle)
+    if idle[0] < 2:
+        idle[0] = 2          # as render(): a clock before the first address phase
+    step = idle + t_shend + 1
+    t_start = np.cumsum(step) - t_shend - 1        # sum of the idles up to i + the spans before i
+    return starts, ends, idle, t_start, int(t_start[-1] + t_shend[-1] + 1)
+
+
+def _byte_enables(all_be: np.ndarray, kind_be: list, kt: list, kind_a: np.ndarray, t_dbase: np.ndarray) -> np.ndarray:
+    """Write every data phase's byte enables into ``all_be``; returns the records' bytes."""
+    # Most phases enable every lane (0); each kind's other ones are written at its
+    # transactions' phases. And the records' bytes by kind: its lanes less the disabled ones.
+    all_be[:] = 0
+    k_bytes = np.zeros(len(kind_be), np.int64)
+    for k, be in enumerate(kind_be):
+        wide_k = kt[k][4]
+        k_bytes[k] = len(be) * (8 if wide_k else 4) - int(np.bitwise_count(be & (0xFF if wide_k else 0x0F)).sum())
+        nz = np.flatnonzero(be)
+        if len(nz):
+            at = t_dbase[kind_a == k]
+            all_be[(at[:, None] + nz).reshape(-1)] = np.tile(be[nz], len(at))
+    return k_bytes[kind_a]
+
+
+def _address_entries(ad_a, cbe_a, a, t_cmd, t_dac, t_wide, t_hbase, width: int) -> None:
+    """The address phases (a DAC's two) into the header tables ``ad_a`` / ``cbe_a``."""
+    u64 = np.uint64
     cmd8 = t_cmd.astype(np.uint8)
     lo = ~t_dac
     ad_a[t_hbase[lo]] = a[lo]
@@ -378,32 +448,29 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
         cbe_a[t_hbase[d]] = np.where(whole[d], cmd8[d] << 4 | 0xD, 0xFD)
         ad_a[t_hbase[d] + 1] = a[d] >> u64(32)
         cbe_a[t_hbase[d] + 1] = 0xF0 | cmd8[d]
-    t_px = None
-    if pcix:
-        attr = [x[8] for x in kt]
-        k_attr = np.array([x is not None for x in attr], bool)[kind_a]
-        k_attr_cbe = np.array([x[1] if x else 0 for x in attr], i64)[kind_a]
-        k_attr_bc = np.array([x[2] if x else 0 for x in attr], i64)[kind_a]
-        bcs = np.fromiter(col_of("byte_count"), i64, n)
-        bc = np.where(bcs > 0, bcs, np.maximum(1, np.minimum(4096, t_P * np.where(t_wide, 8, 4))))
-        if np.any(~k_attr & ((bc < 1) | (bc > 4096))):
-            raise _Irregular            # the TxnSpec path names the transaction and the fix
-        bc_low = np.where(k_attr, 0, bc & 0xFF)
-        attr_cbe = np.where(k_attr, k_attr_cbe, (bc >> 8) & 0xF)
-        byte_count = np.where(k_attr, k_attr_bc, bc)
-        at = t_hbase + 1 + t_dac
-        ad_a[at] = np.where(t_cmd == 0xC, bc_low,
-                            bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | tag << 24).astype(u64)
-        cbe_a[at] = (0xF0 | attr_cbe).astype(np.uint8)
-        false = np.zeros(n, bool)
-        t_px = (tag, req, byte_count, false, false)
-    has = t_P > 0
-    # a stop slot shows the last data word, or the address when no data phase completed
-    last = all_ad[(t_dbase + t_P - 1)[has]]
-    ad_a[t_pend[has]] = np.where(t_wide[has], last, last & u64(0xFFFFFFFF))
-    ad_a[t_pend[~has]] = a[~has] & u64(0xFFFFFFFF)
-    cbe_a[t_pend] = pend_cbe
 
+
+def _attribute_entries(ad_a, cbe_a, kt, kind_a, bcs, req, tag, t_cmd, t_P, t_wide, at) -> np.ndarray:
+    """The PCI-X attribute phases (at header entries ``at``) into the header tables; returns the
+    byte counts (``bcs``: the rows' byte counts, <= 0: the data's)."""
+    attr = [x[8] for x in kt]
+    k_attr = np.array([x is not None for x in attr], bool)[kind_a]
+    k_attr_cbe = np.array([x[1] if x else 0 for x in attr], np.int64)[kind_a]
+    k_attr_bc = np.array([x[2] if x else 0 for x in attr], np.int64)[kind_a]
+    bc = np.where(bcs > 0, bcs, np.maximum(1, np.minimum(4096, t_P * np.where(t_wide, 8, 4))))
+    if np.any(~k_attr & ((bc < 1) | (bc > 4096))):
+        raise _Irregular            # the TxnSpec path names the transaction and the fix
+    bc_low = np.where(k_attr, 0, bc & 0xFF)
+    attr_cbe = np.where(k_attr, k_attr_cbe, (bc >> 8) & 0xF)
+    ad_a[at] = np.where(t_cmd == 0xC, bc_low,
+                        bc_low | (req & 0xFF) << 8 | (req >> 8) << 16 | tag << 24).astype(np.uint64)
+    cbe_a[at] = (0xF0 | attr_cbe).astype(np.uint8)
+    return np.where(k_attr, k_attr_bc, bc)
+
+
+def _parity_flips(parity: dict[int, int], t_P: np.ndarray, t_dbase: np.ndarray) -> list:
+    """The renderer's parity flips (-1 - word index, transaction, what) of ``parity``
+    (transaction -> data phase)."""
     par_flips: list = []
     for i, pe in sorted(parity.items()):
         P = int(t_P[i])
@@ -411,18 +478,7 @@ def _render_columns(rows: TxnRows, parity, *, mode, width, clock_hz, bus, gnt_ma
             raise PcitraceError(f"transaction {i}: parity error in data phase {pe} of {P}",
                                 fix="name an existing data phase")
         par_flips.append((-1 - (int(t_dbase[i]) + pe), i, f"data phase {pe}"))
-    t_master = k_master[kind_a]
-    purpose, packet, pcix_col = B.Strings(k_purpose, kind_a), np.fromiter(col_of("packet"), i64, n), k_pcix[kind_a]
-    rb = B._assemble(shape_list, t_shape, t_start, idle, t_hbase, t_pend, t_dbase, t_P, t_wide, t_wide,
-                       t_wide, t_master, t_cmd, a, t_dac, t_px, par_flips, [], None, None,
-                       None, None, nd, clock, mode=mode, width=width, clock_hz=clock_hz, bus=bus,
-                       masters=MASTERS, gnt_master=gnt_master, with_ad=with_ad, tail=tail,
-                       total_clocks=total_clocks, lean=lean, tables=(val_ad, val_be), t_bytes=t_bytes)
-    del val_ad, val_be, all_ad, all_be, ad_a, cbe_a
-    # what the truth needs of the transactions besides the records: no second pass over them
-    rb.txn_columns = {"start": starts, "end": ends, "master": t_master, "purpose": purpose,
-                      "packet": packet, "pcix": pcix_col, "nbytes": nbytes, "retry": k_retry[kind_a]}
-    return rb
+    return par_flips
 
 
 _PADS = {w: [bytes(-r % w) for r in range(w)] for w in (4, 8)}     # by length mod w

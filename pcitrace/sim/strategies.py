@@ -48,44 +48,9 @@ def txn_specs(draw, *, mode: str = "pci", width: int = 32, masters: int = 1, pre
     wide = width == 64 and memory and not dword and draw(st.booleans())
     ack64 = draw(st.booleans()) if wide and draw(st.integers(0, 4)) == 0 else None  # mostly acknowledged
     bpp = 8 if (wide and ack64 is not False) else 4
-
-    # Terminations this command may see.
-    terms = ["normal"] * 4 + ["retry", "disconnect_with_data", "disconnect_without_data", "target_abort",
-                              "master_abort"]
-    if pcix:
-        terms = ["normal"] * 4 + ["retry", "target_abort", "master_abort"]
-        if read or cmd in (0x3, 0xB):          # non-posted: may be split
-            terms += ["split_response"] * 2
-        if not dword:
-            terms += ["disconnect_adb", "single_phase_disconnect", "disconnect_with_data",
-                      "disconnect_without_data"]
-    if cmd == 0x1:   # special cycles are broadcast: nobody claims them
-        terms = ["master_abort"]
-    term = draw(st.sampled_from(terms))
-
-    maxp = 1 if dword else max_phases
-    if term in ("retry", "split_response", "master_abort"):
-        P = 0
-    elif term == "target_abort":
-        P = draw(st.integers(0, maxp))
-    elif term == "single_phase_disconnect":
-        P = 1
-    elif term == "disconnect_adb":
-        P = draw(st.integers(1, min(maxp, ADB // bpp)))
-    else:
-        P = draw(st.integers(1, maxp))
-
-    # Address: DAC for memory above 4 GiB (or forced with a low address now and then).
-    if term == "disconnect_adb":
-        base = draw(st.integers(0, (1 << 25) - 1)) * ADB
-        address = base + ADB - P * bpp
-        dac = None
-    elif memory and draw(st.integers(0, 4)) == 0:
-        address = draw(st.integers(1 << 32, (1 << 64) - 1)) & ~(bpp - 1)
-        dac = None
-    else:
-        address = draw(st.integers(0, (1 << 32) - 1)) & ~(bpp - 1 if memory else 0)
-        dac = True if memory and draw(st.integers(0, 9)) == 0 else None
+    term = draw(st.sampled_from(_terminations(mode, cmd, read, dword)))
+    P = _draw_phases(draw, term, 1 if dword else max_phases, bpp)
+    address, dac = _draw_address(draw, term, memory, P, bpp)
 
     vmax = (1 << 64) - 1 if bpp == 8 else (1 << 32) - 1
     data = draw(st.lists(st.integers(0, vmax), min_size=P, max_size=P))
@@ -97,25 +62,7 @@ def txn_specs(draw, *, mode: str = "pci", width: int = 32, masters: int = 1, pre
     if dword and term in ("retry", "split_response", "master_abort", "target_abort") and P == 0:
         be = draw(st.integers(0, 0xF))        # the DWORD byte enables ride in the attribute phase
 
-    stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
-    slots = P + 1 if stop_slot else max(P, 1)
-    if pcix:
-        iw = {}
-        tw = {0: draw(st.integers(0, 6))}
-    else:
-        iw = draw(st.dictionaries(st.integers(0, slots - 1), st.integers(1, 3), max_size=3))
-        tw = draw(st.dictionaries(st.integers(0, slots - 1), st.integers(1, 3), max_size=3))
-        # keep the initial latency legal (<= 16 clocks to the first data phase)
-        if iw.get(0, 0) + tw.get(0, 0) > 10:
-            tw[0] = 0
-    stop_early = 0
-    if not pcix and term in ("retry", "disconnect_with_data", "disconnect_without_data") and draw(st.booleans()):
-        # the target stops while the initiator is still waiting (STOP# before IRDY#)
-        final = slots - 1
-        iw[final] = max(iw.get(final, 0), draw(st.integers(1, 3)))
-        stop_early = draw(st.integers(1, iw[final]))
-        if iw.get(0, 0) + tw.get(0, 0) > 10:
-            iw[0] = 3
+    iw, tw, stop_early = _draw_waits(draw, pcix, term, P)
     devsel = "none" if term == "master_abort" else draw(st.sampled_from(
         ["fast", "fast", "medium", "slow", "subtractive"]))
     master_done = draw(st.booleans()) if term in ("retry", "disconnect_with_data", "disconnect_without_data",
@@ -126,21 +73,87 @@ def txn_specs(draw, *, mode: str = "pci", width: int = 32, masters: int = 1, pre
     idle = draw(st.integers(0 if fb2b_ok else 1, 4))
     if first:
         idle = max(idle, 2)
-
-    kw = {}
-    if pcix:
-        bus_no, dev, fn = draw(st.integers(0, 255)), draw(st.integers(0, 31)), draw(st.integers(0, 7))
-        if term in ("normal", "single_phase_disconnect") and not dword:
-            bc = max(1, min(4096, P * bpp - draw(st.integers(0, 3))))
-        else:
-            bc = draw(st.integers(max(1, P * bpp), 4096)) if P * bpp <= 4096 else 4096
-        kw = dict(requester=bus_no << 8 | dev << 3 | fn, tag=draw(st.integers(0, 31)),
-                  byte_count=bc, relaxed_ordering=draw(st.booleans()), no_snoop=draw(st.booleans()))
+    kw = _draw_pcix_fields(draw, term, dword, P, bpp) if pcix else {}
     return TxnSpec(command=cmd, address=address, data=data, byte_enables=be, dac=dac, req64=wide,
                    ack64=ack64, devsel=devsel, initiator_waits=iw, target_waits=tw, termination=term,
                    master_done=master_done, stop_phases=draw(st.integers(1, 3)), stop_early=stop_early,
                    idle_before=idle,
                    master=master, **kw)
+
+
+def _terminations(mode: str, cmd: int, read: bool, dword: bool) -> list[str]:
+    """The terminations command ``cmd`` may see, weighted by repetition."""
+    if cmd == 0x1:   # special cycles are broadcast: nobody claims them
+        return ["master_abort"]
+    if mode != "pcix":
+        return ["normal"] * 4 + ["retry", "disconnect_with_data", "disconnect_without_data", "target_abort",
+                                 "master_abort"]
+    terms = ["normal"] * 4 + ["retry", "target_abort", "master_abort"]
+    if read or cmd in (0x3, 0xB):          # non-posted: may be split
+        terms += ["split_response"] * 2
+    if not dword:
+        terms += ["disconnect_adb", "single_phase_disconnect", "disconnect_with_data",
+                  "disconnect_without_data"]
+    return terms
+
+
+def _draw_phases(draw, term: str, maxp: int, bpp: int) -> int:
+    """The completed data phases of a transaction ending in ``term`` (``bpp``: bytes a phase)."""
+    if term in ("retry", "split_response", "master_abort"):
+        return 0
+    if term == "target_abort":
+        return draw(st.integers(0, maxp))
+    if term == "single_phase_disconnect":
+        return 1
+    if term == "disconnect_adb":
+        return draw(st.integers(1, min(maxp, ADB // bpp)))
+    return draw(st.integers(1, maxp))
+
+
+def _draw_address(draw, term: str, memory: bool, P: int, bpp: int) -> tuple[int, bool | None]:
+    """(address, dac): DAC for memory above 4 GiB (or forced with a low address now and then);
+    a disconnect at the ADB ends its ``P`` phases on the boundary."""
+    if term == "disconnect_adb":
+        base = draw(st.integers(0, (1 << 25) - 1)) * ADB
+        return base + ADB - P * bpp, None
+    if memory and draw(st.integers(0, 4)) == 0:
+        return draw(st.integers(1 << 32, (1 << 64) - 1)) & ~(bpp - 1), None
+    address = draw(st.integers(0, (1 << 32) - 1)) & ~(bpp - 1 if memory else 0)
+    return address, (True if memory and draw(st.integers(0, 9)) == 0 else None)
+
+
+def _draw_waits(draw, pcix: bool, term: str, P: int) -> tuple[dict, dict, int]:
+    """(initiator waits, target waits, stop_early) of a transaction ending in ``term`` after
+    ``P`` completed phases, with a legal initial latency."""
+    stop_slot = term in ("retry", "disconnect_without_data", "target_abort")
+    slots = P + 1 if stop_slot else max(P, 1)
+    if pcix:
+        return {}, {0: draw(st.integers(0, 6))}, 0
+    iw = draw(st.dictionaries(st.integers(0, slots - 1), st.integers(1, 3), max_size=3))
+    tw = draw(st.dictionaries(st.integers(0, slots - 1), st.integers(1, 3), max_size=3))
+    # keep the initial latency legal (<= 16 clocks to the first data phase)
+    if iw.get(0, 0) + tw.get(0, 0) > 10:
+        tw[0] = 0
+    stop_early = 0
+    if term in ("retry", "disconnect_with_data", "disconnect_without_data") and draw(st.booleans()):
+        # the target stops while the initiator is still waiting (STOP# before IRDY#)
+        final = slots - 1
+        iw[final] = max(iw.get(final, 0), draw(st.integers(1, 3)))
+        stop_early = draw(st.integers(1, iw[final]))
+        if iw.get(0, 0) + tw.get(0, 0) > 10:
+            iw[0] = 3
+    return iw, tw, stop_early
+
+
+def _draw_pcix_fields(draw, term: str, dword: bool, P: int, bpp: int) -> dict:
+    """A PCI-X transaction's requester, tag, byte count and attribute bits."""
+    bus_no, dev, fn = draw(st.integers(0, 255)), draw(st.integers(0, 31)), draw(st.integers(0, 7))
+    if term in ("normal", "single_phase_disconnect") and not dword:
+        bc = max(1, min(4096, P * bpp - draw(st.integers(0, 3))))
+    else:
+        bc = draw(st.integers(max(1, P * bpp), 4096)) if P * bpp <= 4096 else 4096
+    return dict(requester=bus_no << 8 | dev << 3 | fn, tag=draw(st.integers(0, 31)),
+                byte_count=bc, relaxed_ordering=draw(st.booleans()), no_snoop=draw(st.booleans()))
 
 
 def split_completion(req: TxnSpec, data: list[int], *, master: int, idle: int = 1, wide: bool = False) -> TxnSpec:
@@ -276,6 +289,32 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
     if kinds is None:
         kinds = tuple(draw(st.lists(st.sampled_from(avail), min_size=1, max_size=3, unique=True)))
     specs = draw(bus_activity(mode=mode, width=width, max_txns=max_txns))
+    index = _insert_hosts(draw, specs, kinds, mode, width)
+    clock = draw(st.sampled_from(PCIX_CLOCKS if mode == "pcix" else PCI_CLOCKS))
+    rb = render(specs, mode=mode, width=width, clock_hz=clock)
+    times = rb.times_ps()
+    per_clock: list[tuple[str, int]] = []
+    glitches = []
+    for k in kinds:
+        _inject(draw, rb, k, index[k], mode, per_clock, glitches)
+    for k in ("initial_latency", "parity_error", "frame_reasserted"):
+        if k in kinds:
+            t = index[k]
+            for f in rb.findings:
+                if f["kind"] == k and rb.records["start_ps"][t] <= f["time_ps"] <= rb.records["end_ps"][t]:
+                    per_clock.append((k, int(np.searchsorted(times, f["time_ps"]))))
+    extra = [(int(times[c]), rb.bus, k, f"injected {k}") for k, c in per_clock
+             if k not in ("initial_latency", "parity_error", "frame_reasserted")]
+    if extra:
+        rb.findings = np.sort(np.concatenate((rb.findings, np.array(extra, FINDING_DTYPE))), order="time_ps")
+    ct = to_capture(rb, samples_per_clock=draw(st.integers(6, 8)) if timing else None, glitches=glitches)
+    faults = [(k, int(ct.findings["time_ps"][i])) for i, k in enumerate(ct.findings["kind"])]
+    return FaultyCapture(ct, [(str(k), t) for k, t in faults])
+
+
+def _insert_hosts(draw, specs: list[TxnSpec], kinds, mode: str, width: int) -> dict[str, int]:
+    """Insert each fault kind's host transaction into ``specs`` at a drawn place; returns kind ->
+    its host's index."""
     hosts = {}
     for k in kinds:
         pos = draw(st.integers(0, len(specs)))
@@ -298,51 +337,39 @@ def faulty_activity(draw, *, mode: str = "pci", width: int = 32, timing: bool | 
     for i in range(1, len(specs)):   # a host's shape must not depend on a fast back-to-back neighbour
         if specs[i].idle_before == 0 and (i in host_at or i - 1 in host_at):
             specs[i] = dataclasses.replace(specs[i], idle_before=1)
-    clock = draw(st.sampled_from(PCIX_CLOCKS if mode == "pcix" else PCI_CLOCKS))
-    rb = render(specs, mode=mode, width=width, clock_hz=clock)
-    times = rb.times_ps()
-    per_clock: list[tuple[str, int]] = []
-    glitches = []
+    return index
+
+
+def _inject(draw, rb: RenderedBus, k: str, t: int, mode: str, per_clock: list, glitches: list) -> None:
+    """Fault ``k`` into the signals of host transaction ``t`` (the truth adjusted where the fault
+    changes what a decoder counts); appends its (kind, clock) findings to ``per_clock`` or the
+    glitch to ``glitches``. The renderer's own faults (initial latency, parity, FRAME#
+    reasserted) need nothing here."""
     sig = rb.signals
-    for k in kinds:
-        t = index[k]
-        A, E = int(rb.start_clock[t]), int(rb.end_clock[t])
-        H = A + (1 if mode == "pcix" else 0)
-        if k == "trdy_without_devsel":
-            sig["trdy_n"][H + 1] = 0          # a target wait (IRDY#, no DEVSEL#) with TRDY#: still a wait
-            per_clock.append((k, H + 1))
-        elif k == "stop_without_devsel":
-            sig["stop_n"][H + 1] = 0          # STOP# makes the wait a termination clock
-            rb.records["target_waits"][t] -= 1
-            per_clock.append((k, H + 1))
-        elif k == "irdy_without_transaction":
-            sig["irdy_n"][A - 2] = 0          # idle clocks on both sides
-            per_clock.append((k, A - 2))
-        elif k == "byte_enables_changed_in_wait":
-            c = H + 2                          # waits H+1..H+3, data phase H+4
-            sig["cbe_n"][c] ^= 0x1
-            sig["par"][c + 1] ^= 1             # PAR stays right for the changed clock
-            per_clock.append((k, c))           # changed ...
-            per_clock.append((k, c + 1))       # ... and changed back, both within the wait
-        elif k == "devsel_late":
-            late = draw(st.integers(5, 6))
-            assert rb.records["devsel"][t] == "subtractive" and int(rb.devsel_clock[t]) == H + 4
-            sig["devsel_n"][H + 4:H + late] = 1   # claimed after the slot where the master aborts
-            rb.devsel_clock[t] = H + late
-            per_clock.append((k, H + late))
-        elif k == "glitch":
-            line = draw(st.sampled_from(["frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n"]))
-            glitches.append((rb.bus, line, draw(st.integers(A, E))))
-    for k in ("initial_latency", "parity_error", "frame_reasserted"):
-        if k in kinds:
-            t = index[k]
-            for f in rb.findings:
-                if f["kind"] == k and rb.records["start_ps"][t] <= f["time_ps"] <= rb.records["end_ps"][t]:
-                    per_clock.append((k, int(np.searchsorted(times, f["time_ps"]))))
-    extra = [(int(times[c]), rb.bus, k, f"injected {k}") for k, c in per_clock
-             if k not in ("initial_latency", "parity_error", "frame_reasserted")]
-    if extra:
-        rb.findings = np.sort(np.concatenate((rb.findings, np.array(extra, FINDING_DTYPE))), order="time_ps")
-    ct = to_capture(rb, samples_per_clock=draw(st.integers(6, 8)) if timing else None, glitches=glitches)
-    faults = [(k, int(ct.findings["time_ps"][i])) for i, k in enumerate(ct.findings["kind"])]
-    return FaultyCapture(ct, [(str(k), t) for k, t in faults])
+    A, E = int(rb.start_clock[t]), int(rb.end_clock[t])
+    H = A + (1 if mode == "pcix" else 0)
+    if k == "trdy_without_devsel":
+        sig["trdy_n"][H + 1] = 0          # a target wait (IRDY#, no DEVSEL#) with TRDY#: still a wait
+        per_clock.append((k, H + 1))
+    elif k == "stop_without_devsel":
+        sig["stop_n"][H + 1] = 0          # STOP# makes the wait a termination clock
+        rb.records["target_waits"][t] -= 1
+        per_clock.append((k, H + 1))
+    elif k == "irdy_without_transaction":
+        sig["irdy_n"][A - 2] = 0          # idle clocks on both sides
+        per_clock.append((k, A - 2))
+    elif k == "byte_enables_changed_in_wait":
+        c = H + 2                          # waits H+1..H+3, data phase H+4
+        sig["cbe_n"][c] ^= 0x1
+        sig["par"][c + 1] ^= 1             # PAR stays right for the changed clock
+        per_clock.append((k, c))           # changed ...
+        per_clock.append((k, c + 1))       # ... and changed back, both within the wait
+    elif k == "devsel_late":
+        late = draw(st.integers(5, 6))
+        assert rb.records["devsel"][t] == "subtractive" and int(rb.devsel_clock[t]) == H + 4
+        sig["devsel_n"][H + 4:H + late] = 1   # claimed after the slot where the master aborts
+        rb.devsel_clock[t] = H + late
+        per_clock.append((k, H + late))
+    elif k == "glitch":
+        line = draw(st.sampled_from(["frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n"]))
+        glitches.append((rb.bus, line, draw(st.integers(A, E))))

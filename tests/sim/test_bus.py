@@ -619,3 +619,115 @@ def test_record_bytes_are_the_enabled_lanes_of_its_words(width):
     expect = np.bincount(w["record"], weights=enabled, minlength=len(r)).astype(np.int64)
     assert (r["bytes"] < r["data_phases"] * r["width"] // 8).any()
     np.testing.assert_array_equal(r["bytes"], expect)
+
+
+# -- the renderer's parts, each against a plain reference ------------------------------------------
+
+@SETTINGS
+@given(st.data())
+def test_shape_runs_add_up_to_its_clocks_waits_and_phases(data):
+    # a shape's runs (the master abort's, or the claimed slots' with their end codes) cover its
+    # clocks exactly; the wait clocks it counts are those of its wait runs, and its data clocks
+    # are its completed phases
+    import pcitrace.sim.bus as B
+    from pcitrace.sim.strategies import txn_specs
+
+    mode = data.draw(st.sampled_from(["pci", "pcix"]))
+    s = data.draw(txn_specs(mode=mode, width=64))
+    pcix = mode == "pcix"
+    n, term = B._spec_devsel(0, s)
+    nhdr = (2 if s.is_dac else 1) + pcix
+    shp = B._make_shape(0, pcix, is_read(s.command, mode), term, n, len(s.data), nhdr, s, True)
+    assert int(shp.length.sum()) == shp.end + 1
+    clocks = np.repeat(shp.code, shp.length)
+    assert int(B._IS_DATA[clocks].sum()) == len(s.data)
+    assert int((clocks[nhdr:] == B.HEAD).sum()) == shp.iwaits
+    assert int(np.isin(clocks, [B.TWAIT, B.TWAIT_L]).sum()) == shp.twaits
+    if n is None:
+        assert shp.devsel is None and shp.end >= nhdr - 1 + B.MASTER_ABORT_CLOCKS
+    else:
+        assert shp.devsel == nhdr - 1 + n
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 5), max_size=8), st.integers(1, 5))
+def test_interval_line_is_low_exactly_in_its_intervals(gaps, tail):
+    from pcitrace.sim.bus import _interval_line
+
+    lo, hi, c = [], [], 0
+    for i, g in enumerate(gaps):          # disjoint sorted intervals: gap, then i % 3 + 1 clocks
+        lo.append(c + g)
+        hi.append(c + g + i % 3)
+        c = hi[-1] + 1
+    total = c + tail
+    expect = np.ones(total, np.uint8)
+    for a, b in zip(lo, hi):
+        expect[a:b + 1] = 0
+    np.testing.assert_array_equal(_interval_line(np.array(lo, np.int64), np.array(hi, np.int64), total), expect)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 2)), max_size=6), st.integers(1, 4), st.booleans())
+def test_arbitration_lines_against_a_per_clock_owner(txns, tail, lean):
+    # GNT# of master m is asserted from the clock after the previous address phase up to its own
+    # (the owner of clock c: the master of the next address phase at or after c; after the last
+    # one the bus stays parked on its master); REQ# leads GNT# by a clock up to the last address
+    # phase and is deasserted after it
+    from pcitrace.sim.bus import _arbitration
+
+    starts = np.cumsum([g for g, _ in txns]).astype(np.int64)
+    who = np.array([m for _, m in txns], np.int64)
+    total = int(starts[-1]) + tail if len(txns) else tail
+    masters, gnt_master = ("nic", "host", "other"), 1
+    sig = {}
+    _arbitration(sig, starts, who, masters, gnt_master, lean, total)
+    for m, name in enumerate(masters):
+        if len(txns):
+            owner = [who[min(int(np.searchsorted(starts, c)), len(who) - 1)] for c in range(total)]
+            g = np.array([o != m for o in owner], np.uint8)
+            rq = np.array([g[c + 1] if c < starts[-1] else 1 for c in range(total)], np.uint8)
+        else:
+            g, rq = np.full(total, m != 0, np.uint8), np.ones(total, np.uint8)
+        if m == gnt_master:
+            np.testing.assert_array_equal(sig["gnt_n"], g)
+            np.testing.assert_array_equal(sig["req_n"], rq)
+        assert (f"gnt_n:{name}" in sig) == (not lean)
+        if not lean:
+            np.testing.assert_array_equal(sig[f"gnt_n:{name}"], g)
+            np.testing.assert_array_equal(sig[f"req_n:{name}"], rq)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 0xFF), max_size=4)), max_size=6))
+def test_record_bytes_against_a_loop_over_the_words(recs):
+    from pcitrace.sim.bus import _record_bytes
+
+    wide_t = np.array([w for w, _ in recs], bool)
+    P = np.array([len(be) for _, be in recs], np.int64)
+    all_be = np.array([b for _, be in recs for b in be], np.uint8)
+    wide_w = np.repeat(wide_t, P)
+    got = _record_bytes(all_be, all_be & 0xF, wide_w, wide_t, P, np.cumsum(P) - P)
+    expect = [sum((8 if w else 4) - bin(b & (0xFF if w else 0xF)).count("1") for b in be) for w, be in recs]
+    assert got.tolist() == expect
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(4, 9), st.integers(1, 12), st.integers(0, 5))
+def test_timing_samples_and_clk_whole_samples_per_clock_match_the_general_rule(N, clocks, extra):
+    # whole samples per clock are built by repetition; the general rule (any ratio) reads clock
+    # floor(x - 1/4) + 1 at sample time x (in clocks) and CLK high in the first half period
+    from pcitrace.sim.bus import RenderedBus, _timing_clk, _timing_samples
+
+    hz = 10e6
+    rb = RenderedBus({"frame_n": np.arange(clocks, dtype=np.uint8)}, None, None, None, hz)
+    lead = -(-N // 2)
+    n_samples = lead + clocks * N + extra
+    arr, edge = _timing_samples(rb, {"F": rb.signals["frame_n"]}, lead, n_samples, hz * N)
+    x = (np.arange(n_samples, dtype=np.float64) - lead) / N
+    clk_of = np.clip(np.floor(x - 0.25).astype(np.int64) + 1, 0, clocks - 1)
+    np.testing.assert_array_equal(arr["F"], rb.signals["frame_n"][clk_of])
+    np.testing.assert_array_equal(edge, lead + np.arange(clocks) * N)
+    clk = _timing_clk(rb, lead, n_samples, hz * N)
+    expect = (((x - np.floor(x)) < 0.5) & (x >= 0)).astype(np.uint8)
+    expect[lead + clocks * N:] = 0          # (no clock after the bus's last one)
+    np.testing.assert_array_equal(clk, expect)

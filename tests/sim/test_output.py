@@ -470,3 +470,16 @@ def test_int_column_texts_are_str_of_each_value(data, n, dtype):
     hi = min(int(info.max), lo + span)
     v = np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), dtype)
     assert _int_texts(v) == list(map(str, v.tolist()))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 12), st.integers(4, 9), st.integers(0, 12), st.integers(0, 40))
+def test_spreader_shows_each_sample_its_clock(K, n, h, more):
+    # a bus's per-clock values as timing samples: sample s shows clock clip((s - h) // n + 1, 0, K-1)
+    from pcitrace.sim.output import _spreader
+
+    nsamples = max(h, 1) + more
+    h = min(h, nsamples)
+    v = np.arange(K, dtype=np.uint8) + 1
+    s = np.arange(nsamples)
+    np.testing.assert_array_equal(_spreader(K, n, h, nsamples)(v), v[np.clip((s - h) // n + 1, 0, K - 1)])

@@ -162,3 +162,33 @@ def test_first_occurrence_groups_equal_the_sorting_reference(keys, few):
     rank[order] = np.arange(len(order))
     np.testing.assert_array_equal(group, rank[inv.reshape(-1)])
     np.testing.assert_array_equal(first, ref_first[order])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 9), st.integers(0, 8)), min_size=1, max_size=8))
+def test_clocks_lay_out_the_schedule_as_render_does(txns):
+    # render's loop: each transaction's address clock is the clock after the previous one's end
+    # plus its idle clocks (at least 2 before the first), the idle clocks those the schedule
+    # leaves between the transactions
+    from pcitrace.sim.model import TxnRows
+    from pcitrace.sim.specs import _clocks
+
+    starts, c = [], 0
+    for gap, clocks, _ in txns:
+        starts.append(c + gap)
+        c = starts[-1] + clocks
+    rows = TxnRows()
+    rows.starts.extend(starts)
+    t_clocks = np.array([k for _, k, _ in txns], np.int64)
+    shend = np.array([s for _, _, s in txns], np.int64)
+    got_starts, ends, idle, t_start, clock = _clocks(rows, t_clocks, shend)
+    assert got_starts.tolist() == starts and ends.tolist() == (np.array(starts) + t_clocks - 1).tolist()
+    clock_ref, prev_end = 0, -1
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        gap = max(s - prev_end - 1, 0)
+        if i == 0:
+            gap = max(gap, 2)
+        assert idle[i] == gap and t_start[i] == clock_ref + gap
+        clock_ref = clock_ref + gap + int(shend[i]) + 1
+        prev_end = int(e)
+    assert clock == clock_ref
