@@ -18,7 +18,7 @@ SCHEMA = "pcitrace-report/1"
 # Distributions at the top level of every bus object, in this order.
 DISTRIBUTIONS = list(PACKET_FIGURES) + [
     "packets_per_interrupt", "dma_burst_bytes", "dma_burst_us", "dma_burst_waits", "dma_burst_efficiency",
-    "dma_transfer_bytes", "dma_transfer_us", "csr_group_us",
+    "dma_transfer_bytes", "dma_transfer_us", "csr_group_all_us",
 ]
 
 # Per-packet breakdown plotted in the HTML report: label -> packet field.
