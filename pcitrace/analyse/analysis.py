@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from pcitrace.analyse import metrics
+from pcitrace.analyse import csr, dma, metrics
 from pcitrace.analyse import packets as pk
 from pcitrace.analyse.classify import CSR, DMA, OTHER, READ, WRITE, ad_captured, classify, directions
 from pcitrace.analyse.occupancy import BusyTime, OccupancySplit, rolling, split_clocks
@@ -86,9 +86,9 @@ class BusAnalysis:
     records: np.ndarray           # this bus's records, in time order
     classes: np.ndarray           # int8 CSR / DMA / OTHER per record
     directions: np.ndarray        # int8 READ / WRITE / UNKNOWN_DIR per record
-    groups: np.ndarray            # packets.GROUP_DTYPE
-    bursts: np.ndarray            # packets.BURST_DTYPE
-    transfers: np.ndarray         # packets.TRANSFER_DTYPE
+    groups: np.ndarray            # csr.GROUP_DTYPE
+    bursts: np.ndarray            # dma.BURST_DTYPE
+    transfers: np.ndarray         # dma.TRANSFER_DTYPE
     packets: np.ndarray           # packets.PACKET_DTYPE
     split: OccupancySplit
     rolling_t_ps: np.ndarray
@@ -173,20 +173,20 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     if have_ad is None:
         have_ad = ad_captured(records)
     busy = BusyTime.of(records, T)
-    bursts = pk.dma_bursts(records, classes, dirs, T, facts.width)
-    transfers = pk.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
-                                 period_ps=T, max_control_bytes=o.max_control_bytes,
-                                 descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy,
-                                 descriptor_bytes=o.descriptor_bytes)
+    bursts = dma.dma_bursts(records, classes, dirs, T, facts.width)
+    transfers = dma.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
+                                  period_ps=T, max_control_bytes=o.max_control_bytes,
+                                  descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy,
+                                  descriptor_bytes=o.descriptor_bytes)
     data_dma = np.zeros(len(records), bool)
     if bursts.size:
-        data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == pk.DATA
-    groups = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=data_dma,
-                           split_factor=0.0 if have_ad else o.csr_split_factor)
+        data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == dma.DATA
+    groups = csr.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=data_dma,
+                            split_factor=0.0 if have_ad else o.csr_split_factor)
     # The send routine is found by its register accesses in windows of accesses less than
     # csr_gap of bus idle time apart; what it leaves is grouped again by time.
-    windows = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=np.zeros(len(records), bool),
-                            split_factor=0.0, busy=busy)
+    windows = csr.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=np.zeros(len(records), bool),
+                             split_factor=0.0, busy=busy)
     packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
                                  have_ad=have_ad, records=records, classes=classes, plain_groups=windows,
                                  csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes,

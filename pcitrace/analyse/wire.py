@@ -31,7 +31,7 @@ import dataclasses
 
 import numpy as np
 
-from pcitrace.analyse import packets as pk
+from pcitrace.analyse.dma import DATA
 from pcitrace.analyse.classify import READ, UNKNOWN_DIR, WRITE
 from pcitrace.analyse.metrics import link_distributions
 from pcitrace.analyse.stats import Distribution
@@ -94,7 +94,7 @@ def first_words(bus_analysis, words: np.ndarray) -> np.ndarray:
         return out
     b = ba.bursts
     tr = ba.transfers[b["transfer"]]
-    keep = (tr["kind"] == pk.DATA) & (tr["packet"] >= 0) & (b["data_phases"] > 0)
+    keep = (tr["kind"] == DATA) & (tr["packet"] >= 0) & (b["data_phases"] > 0)
     if not keep.any():
         return out
     b, pkt = b[keep], tr["packet"][keep]

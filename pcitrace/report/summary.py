@@ -12,7 +12,7 @@ import numpy as np
 
 from pcitrace.analyse import BusAnalysis
 from pcitrace.analyse.metrics import FIGURES, analysed, link_distributions
-from pcitrace.analyse.packets import TRANSFER_KINDS
+from pcitrace.analyse.dma import TRANSFER_KINDS
 
 SCHEMA = "pcitrace-report/1"
 

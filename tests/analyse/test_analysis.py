@@ -121,15 +121,15 @@ def test_rolling_window_matches_whole_capture():
 
 
 def test_csr_gap_option_merges_interrupt_and_setup():
-    from pcitrace.analyse import packets as pk
+    from pcitrace.analyse import csr, dma
     recs = send_stream()
     a = analyse_bus(recs, facts(TOTAL), [BAR], AnalysisOptions(csr_gap_us=10.0, csr_split_factor=0),
                     have_ad=False)
     # With a 10 us gap each interrupt group merges with the setup group after it (5.7 us apart,
     # only a write-back between) ...
     data_dma = np.zeros(len(a.records), bool)
-    data_dma[a.bursts["record"]] = a.transfers["kind"][a.bursts["transfer"]] == pk.DATA
-    merged = pk.csr_groups(a.records, a.classes, 10e6, T_PS, breaks=data_dma, split_factor=0)
+    data_dma[a.bursts["record"]] = a.transfers["kind"][a.bursts["transfer"]] == dma.DATA
+    merged = csr.csr_groups(a.records, a.classes, 10e6, T_PS, breaks=data_dma, split_factor=0)
     assert merged["accesses"].tolist() == [3, 3, 3, 3, 3, 5, 3, 3, 3, 5, 3, 3, 2]
     # ... but the send routine (three quick writes at the CPU's pace, learnt from the first
     # sends) is still told apart from the interrupt service routine in front of it.
