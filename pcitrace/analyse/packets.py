@@ -108,6 +108,7 @@ PACKET_DTYPE = np.dtype([
     ("interrupt_group", np.int64), ("interrupt_delay_ps", np.float64),
     ("period_ps", np.float64), ("busy_ps", np.float64), ("occupancy", np.float64),
     ("data_dma_ideal_ps", np.float64),
+    ("data_dma_efficiency", np.float64),  # data DMA at the bus limit / data DMA time
 ])
 
 
@@ -191,6 +192,7 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     p["data_bursts"] = transfers["bursts"][data_idx]
     p["data_dma_ps"] = transfers["span_ps"][data_idx]
     p["data_dma_ideal_ps"] = p["data_bytes"] / (bus_width / 8) * period_ps
+    p["data_dma_efficiency"] = p["data_dma_ideal_ps"] / p["data_dma_ps"]
 
     sends_possible = True
     routines = None             # send routines found before classifying (no C/BE#)
