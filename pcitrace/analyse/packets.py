@@ -170,6 +170,103 @@ def _assign_status(transfers: np.ndarray, status: np.ndarray, de: np.ndarray, de
     return owner
 
 
+def _doorbell_fetches(transfers: np.ndarray, unk: np.ndarray, routines: np.ndarray, records: np.ndarray,
+                      busy: BusyTime, period_ps: float, descriptor_gap_ps: float) -> np.ndarray:
+    """Per small transfer of unknown direction (``unk``), whether it is a descriptor fetch, once
+    the send routines are known: the first small transfer after a send's last access (the
+    doorbell) whose NIC asked for the bus within descriptor_gap (the time the bus was busy in
+    between only delayed its grant; an interrupt service routine may go on around it)."""
+    ts = transfers["start_ps"][unk]
+    doorbell = np.sort(routines["end_ps"][routines["setup"]] + period_ps)
+    k = np.searchsorted(doorbell, ts, side="right") - 1
+    since = doorbell[np.maximum(k, 0)]
+    idle = ts - since - busy.between(since, ts)
+
+    def first_after(allowed):
+        sel = np.flatnonzero(allowed)
+        ks = k[sel]
+        first = np.r_[True, ks[1:] != ks[:-1]] if sel.size else np.zeros(0, bool)
+        out = np.zeros(unk.size, bool)
+        out[sel[first & (ks >= 0) & (idle[sel] <= descriptor_gap_ps)]] = True
+        return out
+
+    # The NIC reacts to the doorbell after a fixed latency (its REQ# a few
+    # clocks later, then the grant): the quickest reaction seen in most sends
+    # whose doorbell had one small transfer in reach. Where several are in
+    # reach, one that started sooner than that was asked for before the
+    # doorbell (a write-back), so it is not the fetch.
+    soon = np.zeros(unk.size, bool)
+    reach = (k >= 0) & (idle <= descriptor_gap_ps)
+    kk = np.maximum(k, 0)
+    n_reach = np.bincount(k[reach], minlength=doorbell.size)
+    alone = reach & (n_reach[kk] == 1)
+    if alone.sum() >= 8:
+        react = ts - since
+        quickest = np.quantile(react[alone], 0.05) - period_ps
+        soon = reach & (n_reach[kk] > 1) & (react < quickest)
+        # (a doorbell whose transfers in reach all came too soon keeps them)
+        n_left = np.bincount(k[reach & ~soon], minlength=doorbell.size)
+        soon &= n_left[kk] > 0
+    fetch = first_after(~soon)
+    # A fetch is a read the bridge answers from memory late, a write-back a
+    # write it posts at once: where the two shapes differ (waits, data
+    # phases), a transfer of the write-backs' shape is not the fetch, even
+    # right after a doorbell.
+    rec = records[np.searchsorted(records["start_ps"], ts)]
+    shape = rec["target_waits"].astype(np.int64) * 4096 + rec["data_phases"]
+    if fetch.any() and (~fetch).any():
+        f_vals, f_n = np.unique(shape[fetch], return_counts=True)
+        s_vals, s_n = np.unique(shape[~fetch], return_counts=True)
+        f_shape, s_shape = f_vals[np.argmax(f_n)], s_vals[np.argmax(s_n)]
+        if f_shape != s_shape:
+            fetch = first_after((shape != s_shape) & ~soon)
+    return fetch
+
+
+def _unknown_direction_kinds(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, records: np.ndarray,
+                             classes: np.ndarray, plain_groups: np.ndarray | None, ds: np.ndarray, *,
+                             period_ps: float, have_ad: bool, csr_gap_ps: float,
+                             descriptor_gap_ps: float) -> tuple[np.ndarray | None, bool]:
+    """Direction unknown (no C/BE#): relabel the small transfers as descriptor fetches or status
+    write-backs by the driver's doorbells. The NIC fetches a descriptor right after the
+    doorbell (its last CSR write), even when it reads the frame much later (backlog).
+    Returns (send routines if found, whether this bus sends at all)."""
+    unk = np.flatnonzero((transfers["kind"] != DATA) & (transfers["direction"] == UNKNOWN_DIR))
+    csr_idx = np.flatnonzero(classes == CSR)
+    if not (unk.size and csr_idx.size):
+        return None, True
+    ts = transfers["start_ps"][unk]
+    csr_end = records["end_ps"][csr_idx]
+    k = np.searchsorted(csr_end, ts, side="left") - 1
+    after_csr = (k >= 0) & (ts - csr_end[np.maximum(k, 0)] - period_ps <= descriptor_gap_ps)
+    # ... after the routine's last access, not amid it (a write-back may land there).
+    csr_start = records["start_ps"][csr_idx]
+    nxt = np.searchsorted(csr_start, ts, side="right")
+    quiet = (nxt >= csr_idx.size) | (csr_start[np.minimum(nxt, csr_idx.size - 1)] - ts > descriptor_gap_ps)
+    after_csr &= quiet
+    # ... and only the first transfer after that access (unk is in time order).
+    first_after = np.r_[True, k[1:] != k[:-1]]
+    after_csr &= first_after
+    # A transmit bus shows a fetch after most doorbells: there only that rule holds (a
+    # write-back may happen to precede frame data); a receive bus has no doorbells and
+    # keeps the "just before frame data" rule.
+    if after_csr.sum() < 0.25 * ds.size:
+        # No doorbells followed by a fetch: a receive bus. Its CSR groups are the
+        # driver's interrupt work, never a send's setup.
+        return None, False
+    transfers["kind"][unk] = np.where(after_csr, DESCRIPTOR, STATUS)
+    if plain_groups is None or not groups.size:
+        return None, True
+    # Once the send routine is known by the shape of its accesses, the fetch is found from
+    # the doorbells (_doorbell_fetches).
+    routines = send_routines(groups, records, classes, np.ones(ds.size, bool), ds, search_groups=plain_groups,
+                             busy=busy, prompt_gap_ps=csr_gap_ps, have_ad=have_ad)
+    if routines is not None:
+        fetch = _doorbell_fetches(transfers, unk, routines, records, busy, period_ps, descriptor_gap_ps)
+        transfers["kind"][unk] = np.where(fetch, DESCRIPTOR, STATUS)
+    return routines, True
+
+
 def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period_ps: float,
             bus_width: int, have_ad: bool = False, records: np.ndarray | None = None,
             classes: np.ndarray | None = None, plain_groups: np.ndarray | None = None,
@@ -197,86 +294,9 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
     sends_possible = True
     routines = None             # send routines found before classifying (no C/BE#)
     if records is not None and classes is not None:
-        # Direction unknown (no C/BE#): the NIC fetches a descriptor right after the driver's
-        # doorbell (its last CSR write), even when it reads the frame much later (backlog).
-        unk = np.flatnonzero((transfers["kind"] != DATA) & (transfers["direction"] == UNKNOWN_DIR))
-        csr_idx = np.flatnonzero(classes == CSR)
-        if unk.size and csr_idx.size:
-            csr_end = records["end_ps"][csr_idx]
-            ts = transfers["start_ps"][unk]
-            k = np.searchsorted(csr_end, ts, side="left") - 1
-            after_csr = (k >= 0) & (ts - csr_end[np.maximum(k, 0)] - period_ps <= descriptor_gap_ps)
-            # ... after the routine's last access, not amid it (a write-back may land there).
-            csr_start = records["start_ps"][csr_idx]
-            nxt = np.searchsorted(csr_start, ts, side="right")
-            quiet = (nxt >= csr_idx.size) | (csr_start[np.minimum(nxt, csr_idx.size - 1)] - ts > descriptor_gap_ps)
-            after_csr &= quiet
-            # ... and only the first transfer after that access (unk is in time order).
-            first_after = np.r_[True, k[1:] != k[:-1]]
-            after_csr &= first_after
-            # A transmit bus shows a fetch after most doorbells: there only that rule holds (a
-            # write-back may happen to precede frame data); a receive bus has no doorbells and
-            # keeps the "just before frame data" rule.
-            if after_csr.sum() >= 0.25 * data_idx.size:
-                transfers["kind"][unk] = np.where(after_csr, DESCRIPTOR, STATUS)
-                if plain_groups is not None and groups.size:
-                    # Once the send routine is known by the shape of its accesses, the fetch is
-                    # the first small transfer after a send's last access (the doorbell) whose
-                    # NIC asked for the bus within descriptor_gap: the time the bus was busy in
-                    # between only delayed its grant. An interrupt service routine may go on
-                    # around it.
-                    routines = send_routines(groups, records, classes, np.ones(P, bool), ds,
-                                             search_groups=plain_groups,
-                                             busy=busy, prompt_gap_ps=csr_gap_ps, have_ad=have_ad)
-                    if routines is not None:
-                        doorbell = np.sort(routines["end_ps"][routines["setup"]] + period_ps)
-                        k = np.searchsorted(doorbell, ts, side="right") - 1
-                        since = doorbell[np.maximum(k, 0)]
-                        idle = ts - since - busy.between(since, ts)
-
-                        def first_after(allowed):
-                            sel = np.flatnonzero(allowed)
-                            ks = k[sel]
-                            first = np.r_[True, ks[1:] != ks[:-1]] if sel.size else np.zeros(0, bool)
-                            out = np.zeros(unk.size, bool)
-                            out[sel[first & (ks >= 0) & (idle[sel] <= descriptor_gap_ps)]] = True
-                            return out
-
-                        # The NIC reacts to the doorbell after a fixed latency (its REQ# a few
-                        # clocks later, then the grant): the quickest reaction seen in most sends
-                        # whose doorbell had one small transfer in reach. Where several are in
-                        # reach, one that started sooner than that was asked for before the
-                        # doorbell (a write-back), so it is not the fetch.
-                        soon = np.zeros(unk.size, bool)
-                        reach = (k >= 0) & (idle <= descriptor_gap_ps)
-                        kk = np.maximum(k, 0)
-                        n_reach = np.bincount(k[reach], minlength=doorbell.size)
-                        alone = reach & (n_reach[kk] == 1)
-                        if alone.sum() >= 8:
-                            react = ts - since
-                            quickest = np.quantile(react[alone], 0.05) - period_ps
-                            soon = reach & (n_reach[kk] > 1) & (react < quickest)
-                            # (a doorbell whose transfers in reach all came too soon keeps them)
-                            n_left = np.bincount(k[reach & ~soon], minlength=doorbell.size)
-                            soon &= n_left[kk] > 0
-                        fetch = first_after(~soon)
-                        # A fetch is a read the bridge answers from memory late, a write-back a
-                        # write it posts at once: where the two shapes differ (waits, data
-                        # phases), a transfer of the write-backs' shape is not the fetch, even
-                        # right after a doorbell.
-                        rec = records[np.searchsorted(records["start_ps"], ts)]
-                        shape = rec["target_waits"].astype(np.int64) * 4096 + rec["data_phases"]
-                        if fetch.any() and (~fetch).any():
-                            f_vals, f_n = np.unique(shape[fetch], return_counts=True)
-                            s_vals, s_n = np.unique(shape[~fetch], return_counts=True)
-                            f_shape, s_shape = f_vals[np.argmax(f_n)], s_vals[np.argmax(s_n)]
-                            if f_shape != s_shape:
-                                fetch = first_after((shape != s_shape) & ~soon)
-                        transfers["kind"][unk] = np.where(fetch, DESCRIPTOR, STATUS)
-            else:
-                # No doorbells followed by a fetch: a receive bus. Its CSR groups are the
-                # driver's interrupt work, never a send's setup.
-                sends_possible = False
+        routines, sends_possible = _unknown_direction_kinds(
+            transfers, groups, busy, records, classes, plain_groups, ds, period_ps=period_ps, have_ad=have_ad,
+            csr_gap_ps=csr_gap_ps, descriptor_gap_ps=descriptor_gap_ps)
 
     # Descriptor fetches and write-backs both go in ring order.
     desc = np.flatnonzero(transfers["kind"] == DESCRIPTOR)

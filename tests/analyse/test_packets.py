@@ -284,3 +284,30 @@ def test_without_ad_a_last_piece_followed_at_once_by_the_next_frame():
     assert len(a.packets) == len(exp) > 15
     assert a.packets["data_bytes"].tolist() == [e["data_bytes"] for e in exp]
     assert a.packets["data_start_ps"].tolist() == [e["data_start_ps"] for e in exp]
+
+
+def test_without_cbe_only_the_first_small_transfer_after_a_doorbell_is_its_fetch():
+    # Direction unknown (no C/BE#): after each doorbell (a CSR write) two small transfers come
+    # within descriptor_gap; the first is the descriptor fetch, the second a write-back.
+    from pcitrace.analyse.classify import CSR, UNKNOWN_DIR
+    from pcitrace.analyse.dma import DESCRIPTOR, STATUS, TRANSFER_DTYPE
+    from pcitrace.analyse.packets import _unknown_direction_kinds
+    from pcitrace.decode.records import records_from_dicts
+
+    from .builders import T_PS, txn
+
+    doorbells = [100 + 1000 * i for i in range(4)]
+    records = records_from_dicts([txn(c, 4, command="unknown") for c in doorbells])
+    classes = np.full(len(records), CSR, np.int8)
+    starts = sorted([c + 10 for c in doorbells] + [c + 14 for c in doorbells] + [c + 50 for c in doorbells])
+    t = np.zeros(len(starts), TRANSFER_DTYPE)
+    t["start_ps"] = np.array(starts) * T_PS
+    t["end_ps"] = t["start_ps"] + 2 * T_PS
+    t["direction"] = UNKNOWN_DIR
+    t["kind"] = np.where(np.arange(len(starts)) % 3 == 2, dma.DATA, STATUS)
+    ds = t["start_ps"][t["kind"] == dma.DATA]
+    routines, sends = _unknown_direction_kinds(t, np.zeros(0, csr.GROUP_DTYPE), None, records, classes, None, ds,
+                                               period_ps=T_PS, have_ad=False, csr_gap_ps=2e6,
+                                               descriptor_gap_ps=32 * T_PS)
+    assert routines is None and sends
+    assert t["kind"].tolist() == [DESCRIPTOR, STATUS, dma.DATA] * 4
