@@ -91,6 +91,7 @@ import numpy as np
 from pcitrace.analyse.classify import CSR, READ, UNKNOWN_DIR
 from pcitrace.analyse.csr import match_sends, send_routines
 from pcitrace.analyse.dma import DATA, DESCRIPTOR, STATUS
+from pcitrace.analyse.dma import TRANSFER_KINDS  # noqa: F401  (still imported from here by the viewer)
 from pcitrace.analyse.occupancy import BusyTime
 
 PACKET_DTYPE = np.dtype([
