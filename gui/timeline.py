@@ -776,7 +776,7 @@ class Timeline(QtWidgets.QWidget):
                         f"{kind} CSR group: {int(g['accesses'])} accesses, {int(g['retries'])} retries, "
                         f"span {fmt(g['span_ps'])}, from {format_abs(g['start_ps'])}")
             b = ba.bursts[i]
-            from pcitrace.analyse.packets import TRANSFER_KINDS
+            from pcitrace.analyse.dma import TRANSFER_KINDS
             kind = TRANSFER_KINDS[int(ba.transfers["kind"][b["transfer"]])] if len(ba.transfers) else "?"
             return (int(local[b["record"]]) if 0 <= b["record"] < len(local) else None,
                     f"DMA burst ({kind}): {int(b['bytes'])} B in {fmt(b['duration_ps'])}, "

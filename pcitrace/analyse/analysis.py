@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from pcitrace.analyse import csr, dma, metrics
 from pcitrace.analyse import packets as pk
 from pcitrace.analyse.classify import CSR, DMA, OTHER, READ, WRITE, ad_captured, classify, directions
 from pcitrace.analyse.occupancy import BusyTime, OccupancySplit, rolling, split_clocks
@@ -75,20 +76,7 @@ class BusFacts:
 
 
 # Per-packet figures that get distributions and histograms: name -> (packet field, scale to report unit)
-PACKET_FIGURES: dict[str, tuple[str, float]] = {
-    "csr_setup_us": ("csr_setup_ps", 1e-6),
-    "csr_accesses": ("csr_accesses", 1.0),
-    "csr_group_us": ("csr_group_ps", 1e-6),
-    "csr_to_dma_us": ("csr_to_dma_ps", 1e-6),
-    "descriptor_fetch_us": ("descriptor_fetch_ps", 1e-6),
-    "data_dma_us": ("data_dma_ps", 1e-6),
-    "data_bytes": ("data_bytes", 1.0),
-    "status_writeback_us": ("status_writeback_ps", 1e-6),
-    "interrupt_delay_us": ("interrupt_delay_ps", 1e-6),
-    "packet_period_us": ("period_ps", 1e-6),
-    "packet_busy_us": ("busy_ps", 1e-6),
-    "packet_occupancy": ("occupancy", 1.0),
-}
+PACKET_FIGURES: dict[str, tuple[str, float]] = {f.name: (f.field, f.scale) for f in metrics.packet_figures()}
 
 
 @dataclasses.dataclass
@@ -98,9 +86,9 @@ class BusAnalysis:
     records: np.ndarray           # this bus's records, in time order
     classes: np.ndarray           # int8 CSR / DMA / OTHER per record
     directions: np.ndarray        # int8 READ / WRITE / UNKNOWN_DIR per record
-    groups: np.ndarray            # packets.GROUP_DTYPE
-    bursts: np.ndarray            # packets.BURST_DTYPE
-    transfers: np.ndarray         # packets.TRANSFER_DTYPE
+    groups: np.ndarray            # csr.GROUP_DTYPE
+    bursts: np.ndarray            # dma.BURST_DTYPE
+    transfers: np.ndarray         # dma.TRANSFER_DTYPE
     packets: np.ndarray           # packets.PACKET_DTYPE
     split: OccupancySplit
     rolling_t_ps: np.ndarray
@@ -185,20 +173,20 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     if have_ad is None:
         have_ad = ad_captured(records)
     busy = BusyTime.of(records, T)
-    bursts = pk.dma_bursts(records, classes, dirs, T, facts.width)
-    transfers = pk.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
-                                 period_ps=T, max_control_bytes=o.max_control_bytes,
-                                 descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy,
-                                 descriptor_bytes=o.descriptor_bytes)
+    bursts = dma.dma_bursts(records, classes, dirs, T, facts.width)
+    transfers = dma.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
+                                  period_ps=T, max_control_bytes=o.max_control_bytes,
+                                  descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy,
+                                  descriptor_bytes=o.descriptor_bytes)
     data_dma = np.zeros(len(records), bool)
     if bursts.size:
-        data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == pk.DATA
-    groups = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=data_dma,
-                           split_factor=0.0 if have_ad else o.csr_split_factor)
+        data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == dma.DATA
+    groups = csr.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=data_dma,
+                            split_factor=0.0 if have_ad else o.csr_split_factor)
     # The send routine is found by its register accesses in windows of accesses less than
     # csr_gap of bus idle time apart; what it leaves is grouped again by time.
-    windows = pk.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=np.zeros(len(records), bool),
-                            split_factor=0.0, busy=busy)
+    windows = csr.csr_groups(records, classes, o.csr_gap_us * 1e6, T, breaks=np.zeros(len(records), bool),
+                             split_factor=0.0, busy=busy)
     packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
                                  have_ad=have_ad, records=records, classes=classes, plain_groups=windows,
                                  csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes,
@@ -213,21 +201,13 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     inter = groups[~groups["setup"]]
     ppi = inter["packets"][inter["packets"] > 0]
 
+    sources = {"packet": packets, "interrupt": inter[inter["packets"] > 0], "burst": bursts,
+               "transfer": transfers, "group": groups}
     dists, hists = {}, {}
-    for name, (field, scale) in PACKET_FIGURES.items():
-        v = packets[field]
-        dists[name] = Distribution.of(v, scale)
-        hists[name] = Histogram.of(v, o.histogram_bins, scale)
-    for name, values, scale in (("dma_burst_bytes", bursts["bytes"], 1.0),
-                                ("dma_burst_us", bursts["duration_ps"], 1e-6),
-                                ("dma_burst_waits", bursts["waits"], 1.0),
-                                ("dma_burst_efficiency", bursts["efficiency"], 1.0),
-                                ("dma_transfer_bytes", transfers["bytes"], 1.0),
-                                ("dma_transfer_us", transfers["span_ps"], 1e-6),
-                                ("csr_group_all_us", groups["span_ps"], 1e-6),
-                                ("packets_per_interrupt", ppi, 1.0)):
-        dists[name] = Distribution.of(values, scale)
-        hists[name] = Histogram.of(values, o.histogram_bins, scale)
+    for fig in metrics.analysed():
+        values = sources[fig.per][fig.field]
+        dists[fig.name] = Distribution.of(values, fig.scale)
+        hists[fig.name] = Histogram.of(values, o.histogram_bins, fig.scale)
     pause_after = pk.pauses(packets, o.pause_factor)
     dists["pause_us"] = Distribution.of(pk.pause_gaps(packets)[pause_after], 1e-6)
 

@@ -31,8 +31,9 @@ import dataclasses
 
 import numpy as np
 
-from pcitrace.analyse import packets as pk
+from pcitrace.analyse.dma import DATA
 from pcitrace.analyse.classify import READ, UNKNOWN_DIR, WRITE
+from pcitrace.analyse.metrics import link_distributions
 from pcitrace.analyse.stats import Distribution
 
 MATCHED, NO_SEND_DMA, NO_RECV_DMA, UNMATCHED = "matched", "no_send_dma", "no_recv_dma", "unmatched"
@@ -59,12 +60,7 @@ _PER_MATCH = ("send_packet", "recv_packet", "csr_setup_start_ps", "send_first_dm
               "send_dma_end_ps", "recv_first_word_ps", "recv_dma_end_ps", "recv_interrupt_ps",
               "send_pci_to_wire_ps", "wire_to_recv_pci_ps", "pci_to_pci_ps")
 
-CHAIN_FIGURES = {
-    "send_pci_to_wire_us": "send_pci_to_wire_ps",
-    "wire_time_us": "wire_time_ps",
-    "wire_to_recv_pci_us": "wire_to_recv_pci_ps",
-    "pci_to_pci_us": "pci_to_pci_ps",
-}
+CHAIN_FIGURES = {f.name: f.field for f in link_distributions()}
 
 
 @dataclasses.dataclass
@@ -98,7 +94,7 @@ def first_words(bus_analysis, words: np.ndarray) -> np.ndarray:
         return out
     b = ba.bursts
     tr = ba.transfers[b["transfer"]]
-    keep = (tr["kind"] == pk.DATA) & (tr["packet"] >= 0) & (b["data_phases"] > 0)
+    keep = (tr["kind"] == DATA) & (tr["packet"] >= 0) & (b["data_phases"] > 0)
     if not keep.any():
         return out
     b, pkt = b[keep], tr["packet"][keep]
@@ -293,12 +289,12 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
         r_ok = chain["recv_packet"] >= 0
 
     dists = {}
-    for name, field in CHAIN_FIGURES.items():
-        v = chain[field]
-        if field == "wire_time_ps":
-            dists[name] = Distribution.of(v[chain["status"] != CONTROL], 1e-6)
+    for fig in link_distributions():
+        v = chain[fig.field]
+        if fig.field == "wire_time_ps":
+            dists[fig.name] = Distribution.of(v[chain["status"] != CONTROL], fig.scale)
         else:
-            dists[name] = Distribution.of(v[v >= 0] if field != "wire_to_recv_pci_ps" else v[r_ok], 1e-6)
+            dists[fig.name] = Distribution.of(v[v >= 0] if fig.field != "wire_to_recv_pci_ps" else v[r_ok], fig.scale)
     return LinkChain(link, send_bus, recv_bus, chain, un_s, un_r, method, dists)
 
 

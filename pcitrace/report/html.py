@@ -9,9 +9,10 @@ import base64
 import html
 import io
 
+from pcitrace.analyse.metrics import BUS_FIGURES, FIGURES, LINK_FIGURES, header
 from pcitrace.report.summary import BREAKDOWN
 from pcitrace.report.writers import _fmt as _f
-from pcitrace.report.writers import _pct, document
+from pcitrace.report.writers import _get, _pct, document
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1180px;color:#1d2430;background:#fff}
@@ -96,31 +97,16 @@ def _plots(bus: dict, series: dict) -> str:
     return '<div class="plots">' + "".join(imgs) + "</div>"
 
 
-_FIGURES = [
-    ("CSR setup", "csr_setup_us", "µs", None),
-    ("CSR accesses per setup", "csr_accesses", "", None),
-    ("descriptor fetch", "descriptor_fetch_us", "µs", None),
-    ("data DMA", "data_dma_us", "µs", "data_dma_ideal_us"),
-    ("status write-back", "status_writeback_us", "µs", None),
-    ("interrupt / CSR update delay", "interrupt_delay_us", "µs", None),
-    ("packets per interrupt", "packets_per_interrupt", "", None),
-    ("packet period", "packet_period_us", "µs", None),
-    ("occupancy per packet period", "packet_occupancy", "", None),
-    ("DMA burst", "dma_burst_bytes", "bytes", None),
-    ("DMA burst", "dma_burst_us", "µs", "dma_burst_ideal_us"),
-    ("DMA burst efficiency", "dma_burst_efficiency", "", None),
-    ("frame on the wire (GbE)", None, "µs", "wire_us"),
-]
-
-
 def _figures_table(b: dict) -> str:
     rows = ["<tr><th>figure</th><th>unit</th><th>count</th><th>min</th><th>median</th><th>p90</th>"
             "<th>p99</th><th>max</th><th>physical limit (median)</th></tr>"]
-    for label, key, unit, limit in _FIGURES:
-        d = b.get(key) if key else b["limits"][limit]
-        lim = b["limits"][limit]["median"] if (limit and key) else None
+    for f in BUS_FIGURES:
+        if not f.html:
+            continue
+        d = _get(b, f.where)
+        lim = _get(b, FIGURES[f.limit].where)["median"] if f.limit else None
         cells = [d["count"], _f(d["min"]), _f(d["median"]), _f(d["p90"]), _f(d["p99"]), _f(d["max"])]
-        rows.append(f'<tr><td class="l">{_e(label)}</td><td class="l">{_e(unit)}</td>'
+        rows.append(f'<tr><td class="l">{_e(f.label)}</td><td class="l">{_e(f.unit)}</td>'
                     + "".join(f"<td>{_e(c)}</td>" for c in cells) + f"<td>{_e(_f(lim))}</td></tr>")
     return "<table>" + "".join(rows) + "</table>"
 
@@ -147,13 +133,6 @@ def _bus_section(r: dict, b: dict) -> str:
     plots = _plots(b, series) if series else ""
     return f'<h3>bus {_e(b["name"])}</h3>{head}{split}{plots}{_figures_table(b)}'
 
-
-_LINK_FIGURES = [
-    ("send PCI (first word) -> wire start", "send_pci_to_wire_us"),
-    ("frame on the wire", "wire_time_us"),
-    ("wire end -> receive PCI (first word)", "wire_to_recv_pci_us"),
-    ("send PCI -> receive PCI", "pci_to_pci_us"),
-]
 
 # Waterfall bars: (label, from, to, colour).
 _WATERFALL = [
@@ -203,15 +182,22 @@ def _link_section(r: dict, lk: dict) -> str:
             f'MAC control; {fr["unmatched_send_dmas"]} send and {fr["unmatched_recv_dmas"]} receive DMAs '
             f'with no frame on the probe.</p>')
     rows = ["<tr><th>delay</th><th>count</th><th>min</th><th>median</th><th>p90</th><th>p99</th><th>max</th></tr>"]
-    for label, key in _LINK_FIGURES:
-        d = lk[key]
-        rows.append(f'<tr><td class="l">{_e(label)} (µs)</td>'
+    for f in LINK_FIGURES:
+        if not f.html:
+            continue
+        d = _get(lk, f.where)
+        rows.append(f'<tr><td class="l">{_e(f.label)} ({_e(f.unit)})</td>'
                     + "".join(f"<td>{_e(c)}</td>" for c in (d["count"], _f(d["min"]), _f(d["median"]),
                                                            _f(d["p90"]), _f(d["p99"]), _f(d["max"])))
                     + "</tr>")
     series = (r.get("link_series") or {}).get(lk["name"])
     plot = _waterfall(lk, series) if series and series["frame"] else ""
     return f'<h3>link {_e(lk["name"])}</h3>{meta}<table>{"".join(rows)}</table>{plot}'
+
+
+_OVERVIEW = ["capture", "bus", "width / clock"] + [header(n) for n in (
+    "occupancy", "packets", "csr_setup_us", "data_dma_us", "interrupt_delay_us", "packets_per_interrupt",
+    "throughput_mbit_s")]
 
 
 def to_html(results: list[dict], options: dict | None = None, title: str = "pcitrace report") -> str:
@@ -223,9 +209,7 @@ def to_html(results: list[dict], options: dict | None = None, title: str = "pcit
              f'<p class="meta">{len(ok)} captures analysed, {len(bad)} failed · generated {doc["generated"]} · '
              f'schema {doc["schema"]}</p>']
     # Overview.
-    ov = ["<tr><th>capture</th><th>bus</th><th>width / clock</th><th>occupancy</th><th>packets</th>"
-          "<th>CSR setup µs</th><th>data DMA µs</th><th>interrupt delay µs</th><th>pkts/irq</th>"
-          "<th>Mbit/s</th></tr>"]
+    ov = ["<tr>" + "".join(f"<th>{_e(h)}</th>" for h in _OVERVIEW) + "</tr>"]
     for r in ok:
         for b in r.get("buses", []):
             ov.append(f'<tr><td class="l">{_e(r["capture"])}</td><td class="l">{_e(b["name"])}</td>'

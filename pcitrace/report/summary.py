@@ -10,20 +10,18 @@ import math
 
 import numpy as np
 
-from pcitrace.analyse import PACKET_FIGURES, BusAnalysis
-from pcitrace.analyse.packets import TRANSFER_KINDS
+from pcitrace.analyse import BusAnalysis
+from pcitrace.analyse.metrics import FIGURES, analysed, link_distributions
+from pcitrace.analyse.dma import TRANSFER_KINDS
 
 SCHEMA = "pcitrace-report/1"
 
 # Distributions at the top level of every bus object, in this order.
-DISTRIBUTIONS = list(PACKET_FIGURES) + [
-    "packets_per_interrupt", "dma_burst_bytes", "dma_burst_us", "dma_burst_waits", "dma_burst_efficiency",
-    "dma_transfer_bytes", "dma_transfer_us", "csr_group_us",
-]
+DISTRIBUTIONS = [f.name for f in analysed()]
 
 # Per-packet breakdown plotted in the HTML report: label -> packet field.
-BREAKDOWN = {"CSR setup": "csr_setup_ps", "descriptor fetch": "descriptor_fetch_ps",
-             "data DMA": "data_dma_ps", "status write-back": "status_writeback_ps"}
+BREAKDOWN = {FIGURES[n].label: FIGURES[n].field
+             for n in ("csr_setup_us", "descriptor_fetch_us", "data_dma_us", "status_writeback_us")}
 
 MAX_SERIES_POINTS = 4000
 
@@ -117,7 +115,7 @@ def bus_series(b: BusAnalysis) -> dict:
 
 
 # Per-link distributions (wire-to-PCI chain), in this order.
-LINK_DISTRIBUTIONS = ["send_pci_to_wire_us", "wire_time_us", "wire_to_recv_pci_us", "pci_to_pci_us"]
+LINK_DISTRIBUTIONS = [f.name for f in link_distributions()]
 WATERFALL_ROWS = 60
 
 

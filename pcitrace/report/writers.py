@@ -11,38 +11,11 @@ import datetime as _dt
 import io
 import json
 
+from pcitrace.analyse.metrics import BUS_FIGURES, FIGURES, LINK_FIGURES, csv_columns, header
 from pcitrace.report.summary import SCHEMA
 
-# CSV column -> how to get it from a bus figures dict.
-_COLUMNS: list[tuple[str, tuple]] = [
-    ("kind", ("kind",)), ("width", ("width",)), ("clock_mhz", ("clock_mhz",)),
-    ("classification_rule", ("classification_rule",)),
-    ("occupancy", ("occupancy",)),
-    ("occupancy_data", ("occupancy_by", "data")), ("occupancy_wait", ("occupancy_by", "wait")),
-    ("occupancy_address", ("occupancy_by", "address")), ("occupancy_retry", ("occupancy_by", "retry")),
-    ("occupancy_nic", ("occupancy_by_initiator", "nic")), ("occupancy_host", ("occupancy_by_initiator", "host")),
-    ("occupancy_peak", ("occupancy_peak",)),
-    ("efficiency", ("efficiency",)), ("dma_efficiency", ("dma_efficiency",)),
-    ("throughput_mbit_s", ("throughput_mbit_s",)),
-    ("packets", ("packets",)), ("packets_tx", ("packets_by_direction", "tx")),
-    ("packets_rx", ("packets_by_direction", "rx")),
-    ("packets_unknown", ("packets_by_direction", "unknown")),   # no C/BE#: direction unknown
-    ("csr_setup_us_median", ("csr_setup_us", "median")), ("csr_setup_us_p90", ("csr_setup_us", "p90")),
-    ("csr_setup_us_max", ("csr_setup_us", "max")),
-    ("descriptor_fetch_us_median", ("descriptor_fetch_us", "median")),
-    ("data_dma_us_median", ("data_dma_us", "median")), ("data_dma_us_max", ("data_dma_us", "max")),
-    ("data_dma_ideal_us_median", ("limits", "data_dma_ideal_us", "median")),
-    ("status_writeback_us_median", ("status_writeback_us", "median")),
-    ("interrupt_delay_us_median", ("interrupt_delay_us", "median")),
-    ("interrupt_delay_us_p90", ("interrupt_delay_us", "p90")),
-    ("packets_per_interrupt_median", ("packets_per_interrupt", "median")),
-    ("packet_period_us_median", ("packet_period_us", "median")),
-    ("packet_occupancy_median", ("packet_occupancy", "median")),
-    ("dma_burst_bytes_median", ("dma_burst_bytes", "median")), ("dma_burst_bytes_max", ("dma_burst_bytes", "max")),
-    ("dma_burst_us_median", ("dma_burst_us", "median")), ("dma_burst_us_max", ("dma_burst_us", "max")),
-    ("dma_bursts", ("dma_bursts",)), ("pauses", ("pauses", "count")),
-    ("bus_mbit_s", ("limits", "bus_mbit_s")),
-]
+# CSV column -> how to get it from a bus figures dict (pcitrace/analyse/metrics.py).
+_COLUMNS: list[tuple[str, tuple]] = csv_columns(BUS_FIGURES)
 
 
 def _get(d: dict, path: tuple):
@@ -82,15 +55,7 @@ def rows(results: list[dict]) -> list[dict]:
 
 
 # Probed links get their own rows (bus = link name, kind = gbe_probe) with these columns.
-_LINK_COLUMNS: list[tuple[str, tuple]] = [
-    ("send_bus", ("send_bus",)), ("recv_bus", ("recv_bus",)),
-    ("frames", ("frames", "frames")), ("frames_matched", ("frames", "matched")),
-    ("frames_no_send_dma", ("frames", "no_send_dma")), ("frames_no_recv_dma", ("frames", "no_recv_dma")),
-    ("send_pci_to_wire_us_median", ("send_pci_to_wire_us", "median")),
-    ("wire_time_us_median", ("wire_time_us", "median")),
-    ("wire_to_recv_pci_us_median", ("wire_to_recv_pci_us", "median")),
-    ("pci_to_pci_us_median", ("pci_to_pci_us", "median")), ("pci_to_pci_us_p90", ("pci_to_pci_us", "p90")),
-]
+_LINK_COLUMNS: list[tuple[str, tuple]] = csv_columns(LINK_FIGURES)
 
 CSV_FIELDS = (["capture", "bus"] + [c for c, _ in _COLUMNS] + [c for c, _ in _LINK_COLUMNS]
               + ["findings", "error"])
@@ -134,9 +99,40 @@ def _pct(v) -> str:
     return "–" if v is None else f"{100 * v:.1f} %"
 
 
-MD_HEADER = ["capture", "bus", "bus width/clock", "rule", "occupancy", "data / wait / addr / retry",
-             "packets", "CSR setup µs (median, p90)", "data DMA µs (median; ideal)", "interrupt delay µs (median)",
-             "pkts/interrupt", "burst bytes (median, max)", "Mbit/s", "efficiency"]
+def _stats(figure: str, statistics: tuple[str, ...], digits: int, named: bool = True):
+    """A Markdown column: header and cell (the figure's statistics, comma-separated; the header
+    names them if ``named``, else only where there are several)."""
+    def cell(b: dict) -> str:
+        d = _get(b, FIGURES[figure].where)
+        return ", ".join(_fmt(d[s], digits) for s in statistics)
+    return header(figure, statistics if named or len(statistics) > 1 else ()), cell
+
+
+def _data_dma(b: dict) -> str:
+    return f"{_fmt(b['data_dma_us']['median'])}; {_fmt(_get(b, FIGURES['data_dma_ideal_us'].where)['median'])}"
+
+
+_SPLIT = ("occupancy_data", "occupancy_wait", "occupancy_address", "occupancy_retry")
+
+# Markdown bus table: (header, cell of a bus figures dict).
+_MD_COLUMNS = [
+    ("bus width/clock", lambda b: f"{b['width']}-bit {_fmt(b['clock_mhz'], 1)} MHz"),
+    (header("classification_rule"), lambda b: b["classification_rule"]),
+    (header("occupancy"), lambda b: _pct(b["occupancy"])),
+    (" / ".join(FIGURES[n].label for n in _SPLIT), lambda b: " / ".join(_pct(_get(b, FIGURES[n].where)) for n in _SPLIT)),
+    (header("packets"), lambda b: str(b["packets"])),
+    _stats("csr_setup_us", ("median", "p90"), 3),
+    (header("data_dma_us", ("median; ideal",)), _data_dma),
+    _stats("interrupt_delay_us", ("median",), 2),
+    _stats("packets_per_interrupt", ("median",), 1),
+    _stats("dma_burst_bytes", ("median", "max"), 0),
+    (header("throughput_mbit_s"), lambda b: _fmt(b["throughput_mbit_s"], 1)),
+    (header("efficiency"), lambda b: _fmt(b["efficiency"], 3)),
+]
+MD_HEADER = ["capture", "bus"] + [h for h, _ in _MD_COLUMNS]
+# Markdown link table: the delays' statistics.
+_MD_LINK_COLUMNS = [_stats(f.name, ("median", "p90") if f.name == "pci_to_pci_us" else ("median",), 2, named=False)
+                    for f in LINK_FIGURES if f.distribution]
 
 
 def to_markdown(results: list[dict]) -> str:
@@ -147,31 +143,18 @@ def to_markdown(results: list[dict]) -> str:
             errors.append(r)
             continue
         for b in r.get("buses", []):
-            ob = b["occupancy_by"]
-            cells = [
-                f"`{r['capture']}`", b["name"], f"{b['width']}-bit {_fmt(b['clock_mhz'], 1)} MHz",
-                b["classification_rule"], _pct(b["occupancy"]),
-                " / ".join(_pct(ob[k]) for k in ("data", "wait", "address", "retry")),
-                str(b["packets"]),
-                f"{_fmt(b['csr_setup_us']['median'])}, {_fmt(b['csr_setup_us']['p90'])}",
-                f"{_fmt(b['data_dma_us']['median'])}; {_fmt(b['limits']['data_dma_ideal_us']['median'])}",
-                _fmt(b["interrupt_delay_us"]["median"], 2),
-                _fmt(b["packets_per_interrupt"]["median"], 1),
-                f"{_fmt(b['dma_burst_bytes']['median'], 0)}, {_fmt(b['dma_burst_bytes']['max'], 0)}",
-                _fmt(b["throughput_mbit_s"], 1), _fmt(b["efficiency"], 3),
-            ]
+            cells = [f"`{r['capture']}`", b["name"]] + [cell(b) for _, cell in _MD_COLUMNS]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     text = "\n".join(lines) + "\n"
     links = [(r, lk) for r in results if "error" not in r for lk in r.get("links", [])]
     if links:
-        text += ("\n| capture | link | send bus -> recv bus | frames (matched) | send PCI -> wire µs | "
-                 "wire µs | wire -> recv PCI µs | PCI -> PCI µs (median, p90) |\n|" + "---|" * 8 + "\n")
+        head = ["capture", "link", "send bus -> recv bus", "frames (matched)"] + [h for h, _ in _MD_LINK_COLUMNS]
+        text += "\n| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n"
         for r, lk in links:
             fr = lk["frames"]
-            text += (f"| `{r['capture']}` | {lk['name']} | {lk['send_bus'] or '–'} -> {lk['recv_bus'] or '–'} | "
-                     f"{fr['frames']} ({fr['matched']}) | {_fmt(lk['send_pci_to_wire_us']['median'], 2)} | "
-                     f"{_fmt(lk['wire_time_us']['median'], 2)} | {_fmt(lk['wire_to_recv_pci_us']['median'], 2)} | "
-                     f"{_fmt(lk['pci_to_pci_us']['median'], 2)}, {_fmt(lk['pci_to_pci_us']['p90'], 2)} |\n")
+            cells = [f"`{r['capture']}`", lk["name"], f"{lk['send_bus'] or '–'} -> {lk['recv_bus'] or '–'}",
+                     f"{fr['frames']} ({fr['matched']})"] + [cell(lk) for _, cell in _MD_LINK_COLUMNS]
+            text += "| " + " | ".join(cells) + " |\n"
     if errors:
         text += "\n**Captures that could not be analysed**\n\n"
         for r in errors:

@@ -1,5 +1,5 @@
 """Telling the driver's send routine from an interrupt service routine running alongside it
-(pcitrace.analyse.packets: _best_instance, send_routines), by hand and on simulated buses
+(pcitrace.analyse.csr: _best_instance, send_routines), by hand and on simulated buses
 beyond the bundled samples, against the simulator's truth."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pcitrace.analyse import analyse
-from pcitrace.analyse import packets as pk
+from pcitrace.analyse import csr, dma
 from pcitrace.decode import decode_capture
 from pcitrace.sim.scenario import scenario_from_dict, simulate
 
@@ -23,7 +23,7 @@ def _pick(accesses, sig, min_pace_ns):
     ends = np.array([round(a[1] * US) for a in accesses], np.int64)
     keys = [a[2] for a in accesses]
     idx = np.arange(len(accesses))
-    got = pk._best_instance(idx, list(idx), keys, sig, starts, ends, min_pace_ns * 1000.0)
+    got = csr._best_instance(idx, list(idx), keys, sig, starts, ends, min_pace_ns * 1000.0)
     return sorted(got)
 
 
@@ -86,7 +86,7 @@ def test_running_routine_keeps_the_earlier_access():
         return t - 99 * US - 60_000 * np.searchsorted(starts, t, side="right")
 
     idx = np.arange(len(rows))
-    got = pk._best_instance(idx, list(idx), [r[2] for r in rows], [R, R, W, W, W], starts, ends,
+    got = csr._best_instance(idx, list(idx), [r[2] for r in rows], [R, R, W, W, W], starts, ends,
                             600_000.0, busy_before=(busy_before(starts), busy_before(ends)),
                             step_idle=[870_000.0] * 4)
     assert sorted(got) == [1, 2, 4, 6, 8]
@@ -95,7 +95,7 @@ def test_running_routine_keeps_the_earlier_access():
 def test_no_candidate_faster_than_the_cpu():
     # Accesses closer than the CPU's pace cannot be one routine's.
     rows = [(0.0, 0.2, R8), (0.25, 0.45, R3810), (0.5, 0.55, W3818), (0.6, 0.65, W3810), (0.7, 0.75, WD0)]
-    assert pk._best_instance(np.arange(5), list(range(5)), [r[2] for r in rows], SEND,
+    assert csr._best_instance(np.arange(5), list(range(5)), [r[2] for r in rows], SEND,
                              np.array([round(r[0] * US) for r in rows]),
                              np.array([round(r[1] * US) for r in rows]), 300_000.0) is None
 
@@ -106,7 +106,7 @@ def test_learn_signature_ignores_interrupt_routines_run_into_most_sends():
     isr = [RC0, R8]
     seqs = [SEND, SEND, isr + SEND, [R8, RC0, R3810, R8, W3818, W3810, WD0], isr + SEND,
             [RC0, R8, R8, R3810, W3818, W3810, WD0], isr + SEND, isr + SEND]
-    assert pk._learn_signature(seqs) == SEND
+    assert csr._learn_signature(seqs) == SEND
 
 
 def _scenario(ad, mhz, csr_gap, irq_reads, spacing, coalesce, seed, saturated):
@@ -197,15 +197,15 @@ def test_without_ad_a_cut_transfer_ends_with_the_rest_of_its_buffer(interleave):
     recs = records_from_dicts(_stream_without_ad(interleave))
     classes = np.full(len(recs), DMA, np.int8)
     dirs = np.full(len(recs), UNKNOWN_DIR, np.int8)
-    bursts = pk.dma_bursts(recs, classes, dirs, T_PS, 64)
-    t = pk.dma_transfers(recs, classes, bursts, have_ad=False, gap_ps=16 * T_PS, period_ps=T_PS,
+    bursts = dma.dma_bursts(recs, classes, dirs, T_PS, 64)
+    t = dma.dma_transfers(recs, classes, bursts, have_ad=False, gap_ps=16 * T_PS, period_ps=T_PS,
                          max_control_bytes=64, descriptor_gap_ps=32 * T_PS)
-    data = t[t["kind"] == pk.DATA]
+    data = t[t["kind"] == dma.DATA]
     assert data["bytes"].tolist() == [4 * 128 + 40] * 6
     assert data["bursts"].tolist() == [5] * 6
     # the fetch / write-back amid a frame stays a transfer of its own
-    assert (t["kind"] != pk.DATA).sum() == 12 + len(interleave)
-    assert (t[t["kind"] != pk.DATA]["bytes"] == 16).all()
+    assert (t["kind"] != dma.DATA).sum() == 12 + len(interleave)
+    assert (t[t["kind"] != dma.DATA]["bytes"] == 16).all()
 
 
 # ((AD, MHz, CPU clocks between PIO accesses, ISR reads, spacing us, (coalesce packets, us), seed,
@@ -240,10 +240,10 @@ def test_saturated_bus_without_ad_equals_truth(case):
     # ... and frames' bursts were interleaved with the NIC's small transfers
     b = a.bursts
     inside = 0
-    for tr in np.flatnonzero(a.transfers["kind"] == pk.DATA):
+    for tr in np.flatnonzero(a.transfers["kind"] == dma.DATA):
         mine = np.flatnonzero(b["transfer"] == tr)
         inside += int(((b["transfer"][mine[0]:mine[-1]] != tr)
-                       & (a.transfers["kind"][b["transfer"][mine[0]:mine[-1]]] != pk.DATA)).sum())
+                       & (a.transfers["kind"][b["transfer"][mine[0]:mine[-1]]] != dma.DATA)).sum())
     assert inside > 0
 
 
@@ -284,3 +284,30 @@ def test_without_ad_a_last_piece_followed_at_once_by_the_next_frame():
     assert len(a.packets) == len(exp) > 15
     assert a.packets["data_bytes"].tolist() == [e["data_bytes"] for e in exp]
     assert a.packets["data_start_ps"].tolist() == [e["data_start_ps"] for e in exp]
+
+
+def test_without_cbe_only_the_first_small_transfer_after_a_doorbell_is_its_fetch():
+    # Direction unknown (no C/BE#): after each doorbell (a CSR write) two small transfers come
+    # within descriptor_gap; the first is the descriptor fetch, the second a write-back.
+    from pcitrace.analyse.classify import CSR, UNKNOWN_DIR
+    from pcitrace.analyse.dma import DESCRIPTOR, STATUS, TRANSFER_DTYPE
+    from pcitrace.analyse.packets import _unknown_direction_kinds
+    from pcitrace.decode.records import records_from_dicts
+
+    from .builders import T_PS, txn
+
+    doorbells = [100 + 1000 * i for i in range(4)]
+    records = records_from_dicts([txn(c, 4, command="unknown") for c in doorbells])
+    classes = np.full(len(records), CSR, np.int8)
+    starts = sorted([c + 10 for c in doorbells] + [c + 14 for c in doorbells] + [c + 50 for c in doorbells])
+    t = np.zeros(len(starts), TRANSFER_DTYPE)
+    t["start_ps"] = np.array(starts) * T_PS
+    t["end_ps"] = t["start_ps"] + 2 * T_PS
+    t["direction"] = UNKNOWN_DIR
+    t["kind"] = np.where(np.arange(len(starts)) % 3 == 2, dma.DATA, STATUS)
+    ds = t["start_ps"][t["kind"] == dma.DATA]
+    routines, sends = _unknown_direction_kinds(t, np.zeros(0, csr.GROUP_DTYPE), None, records, classes, None, ds,
+                                               period_ps=T_PS, have_ad=False, csr_gap_ps=2e6,
+                                               descriptor_gap_ps=32 * T_PS)
+    assert routines is None and sends
+    assert t["kind"].tolist() == [DESCRIPTOR, STATUS, dma.DATA] * 4

@@ -1,0 +1,263 @@
+"""DMA bursts and DMA transfers, from one bus's classified records.
+
+The definitions (DMA burst, DMA transfer, data / descriptor fetch / status write-back) are in
+pcitrace/analyse/packets.py, which puts CSR routines, DMA transfers and packets together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pcitrace.analyse.classify import DMA, READ, UNKNOWN_DIR, WRITE
+from pcitrace.analyse.occupancy import BusyTime
+
+BURST_DTYPE = np.dtype([
+    ("record", np.int64), ("start_ps", np.int64), ("end_ps", np.int64), ("duration_ps", np.float64),
+    ("bytes", np.int64), ("data_phases", np.int64), ("waits", np.int64), ("termination", "U24"),
+    ("direction", np.int8), ("transfer", np.int64), ("efficiency", np.float64),
+])
+
+DATA, DESCRIPTOR, STATUS = 0, 1, 2
+TRANSFER_KINDS = ("data", "descriptor", "status")
+TRANSFER_DTYPE = np.dtype([
+    ("start_ps", np.int64), ("end_ps", np.int64), ("span_ps", np.float64), ("bytes", np.int64),
+    ("bursts", np.int64), ("direction", np.int8), ("kind", np.int8), ("packet", np.int64),
+    ("address", np.uint64),
+])
+
+def dma_bursts(records: np.ndarray, classes: np.ndarray, dirs: np.ndarray, period_ps: float,
+               bus_width: int) -> np.ndarray:
+    idx = np.flatnonzero(classes == DMA)
+    b = np.zeros(idx.size, BURST_DTYPE)
+    r = records[idx]
+    b["record"] = idx
+    b["start_ps"] = r["start_ps"]
+    b["end_ps"] = r["end_ps"]
+    b["duration_ps"] = r["clocks"] * period_ps
+    b["bytes"] = r["bytes"]
+    b["data_phases"] = r["data_phases"]
+    b["waits"] = r["initiator_waits"] + r["target_waits"]
+    b["termination"] = r["termination"]
+    b["direction"] = dirs[idx]
+    b["transfer"] = -1
+    ideal = r["bytes"] / (bus_width / 8) * period_ps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b["efficiency"] = np.where(b["duration_ps"] > 0, ideal / b["duration_ps"], np.nan)
+    return b
+
+
+SPLIT_GAP_PS = 1_000_000
+RING_NEAR_BYTES = 4096
+_TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
+
+
+def _idle_between(a_end: np.ndarray, b_start: np.ndarray, period_ps: float, busy: BusyTime | None) -> np.ndarray:
+    """Bus idle time from the end clock of one transaction to the start of another (ps)."""
+    idle = (b_start - a_end - period_ps).astype(np.float64)
+    if busy is not None and idle.size:
+        idle -= busy.between(a_end + period_ps, b_start)
+    return idle
+
+
+def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, gap_ps: float,
+                    period_ps: float, max_control_bytes: int, busy: BusyTime | None,
+                    descriptor_bytes: int = 16) -> tuple[set, np.ndarray]:
+    """(shapes, resumed): the shapes (direction, data phases, target waits, DEVSEL# speed) of
+    the NIC's own small transfers (descriptor fetches, status write-backs) without AD, and per
+    burst whether the NIC's next burst in its direction came within ``gap_ps`` of bus idle time.
+
+    After the target cuts a burst short the NIC asks for the bus again at once for the rest of
+    the buffer. So a small burst the master ended itself is a transfer of its own (a fetch or
+    write-back) when it came more than ``gap_ps`` after every cut burst, and one that came right
+    after a cut burst is the buffer's last piece for sure when no burst follows it at once (the
+    buffer would go on). A shape seen in the first case is a control shape; so is one seen amid
+    an open buffer (no large burst the master ended since its last cut one) with a burst
+    following at once, never as a sure last piece, that moves whole descriptors
+    (``descriptor_bytes``): a write-back may always land amid the next frame's bursts, but so
+    may a frame's last piece be followed at once by the next frame under a transmit backlog."""
+    m = rec.size
+    cut = np.isin(rec["termination"], _TARGET_ENDED)
+    own = (rec["bytes"] <= max_control_bytes) & ~cut & (rec["command"] != "split_completion")
+    resumed = np.zeros(m, bool)
+    after_cut = np.zeros(m, bool)      # a cut buffer is still open, its last cut within gap_ps
+    right_after = np.zeros(m, bool)    # ... and that cut burst is the one just before
+    for dv in np.unique(d).tolist():
+        sel = np.flatnonzero(d == dv)
+        if sel.size > 1:
+            resumed[sel[:-1]] = _idle_between(end[sel[:-1]], start[sel[1:]], period_ps, busy) <= gap_ps
+        pos = np.where(cut[sel], np.arange(sel.size), -1)
+        last_cut = np.r_[-1, np.maximum.accumulate(pos)[:-1]] if sel.size else pos
+        # ... unless a large burst the master ended (a buffer's end) came since
+        ended = np.where(~cut[sel] & ~own[sel] & (rec["command"][sel] != "split_completion"),
+                         np.arange(sel.size), -1)
+        last_end = np.r_[-1, np.maximum.accumulate(ended)[:-1]] if sel.size else ended
+        has = (last_cut >= 0) & (last_cut > last_end)
+        after_cut[sel[has]] = _idle_between(end[sel[last_cut[has]]], start[sel[has]], period_ps, busy) <= gap_ps
+        right_after[sel] = after_cut[sel] & (last_cut == np.arange(sel.size) - 1)
+    if not own.any():
+        return set(), resumed
+    dl, ph, tw, dv = d.tolist(), rec["data_phases"].tolist(), rec["target_waits"].tolist(), rec["devsel"].tolist()
+
+    def shapes(mask):
+        return {(dl[i], ph[i], tw[i], dv[i]) for i in np.flatnonzero(own & mask).tolist()}
+
+    alone = shapes(~after_cut)
+    whole = rec["bytes"] % max(descriptor_bytes, 1) == 0
+    return alone | (shapes(after_cut & resumed & whole) - shapes(right_after & ~resumed)), resumed
+
+
+def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
+                  gap_ps: float, period_ps: float, max_control_bytes: int,
+                  busy: BusyTime | None = None, descriptor_bytes: int = 16) -> np.ndarray:
+    """Transfer number per burst (numbered in order of first burst).
+
+    NICs interleave: a descriptor fetch for the next frame may fall between two bursts of this
+    frame's data, so a burst continues any open transfer, not just the previous burst.
+    With AD: a burst continues the transfer whose next address it starts at (a PCI-X split
+    request advances by its byte count) if the target cut that transfer short or the master went
+    on within ``gap_ps`` (a master splitting a buffer itself); a split completion continues the
+    request with its requester and tag (without AD: the latest read).
+    Without AD: a transfer the target cut short (retry, disconnect, split response) stays open
+    and the next burst in its direction continues it. A small burst the master ended itself is
+    the rest of the buffer (the transfer's last burst) when no burst follows it at once, or
+    when it does not have the shape of one of the NIC's control transfers (_control_shapes);
+    otherwise it is an interleaved descriptor fetch / write-back and stands alone (so does
+    every small burst followed at once when no control shape is known).
+    """
+    m = rec.size
+    tid = np.empty(m, np.int64)
+    cmd = rec["command"].tolist()
+    term = rec["termination"].tolist()
+    addr = rec["address"].tolist()
+    nbytes = rec["bytes"].tolist()
+    bcount = rec["byte_count"].tolist()
+    dirs = d.tolist()
+    starts, ends = start.tolist(), end.tolist()
+    n = 0
+    expect: dict = {}          # (direction, next address) -> transfer
+    open_by_dir: dict = {}     # direction -> transfer left open by the target (no AD)
+    last_read = -1
+    pending_split: dict = {}   # (requester, tag) -> transfer of the split request
+    req = rec["requester"].tolist()
+    tag = rec["tag"].tolist()
+    last_end: dict = {}        # transfer -> end time of its last burst
+    target_ended: dict = {}    # transfer -> its last burst was cut short by the target
+    control: set = set()
+    if not have_ad:
+        control, resumed = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
+                                           max_control_bytes=max_control_bytes, busy=busy,
+                                           descriptor_bytes=descriptor_bytes)
+        phases, twaits, devsel = rec["data_phases"].tolist(), rec["target_waits"].tolist(), rec["devsel"].tolist()
+    for i in range(m):
+        t = -1
+        if cmd[i] == "split_completion":
+            # The completion names the request it answers by requester and tag (PCI-X).
+            t = pending_split.get((req[i], tag[i]), last_read) if tag[i] >= 0 else last_read
+        elif have_ad:
+            t = expect.pop((dirs[i], addr[i]), -1)
+            # Descriptor rings are contiguous too: a master-ended transfer is only continued
+            # straight away (a master splitting a buffer at cache lines), not microseconds later.
+            if t >= 0:
+                idle = starts[i] - last_end[t] - period_ps
+                ended = target_ended[t]
+                # A split request is the normal PCI-X read: the next request follows its
+                # completions within about a microsecond when the NIC goes on with the buffer.
+                if ended == "split_response" and idle > max(gap_ps, SPLIT_GAP_PS):
+                    t = -1
+                elif not ended and idle > gap_ps:
+                    t = -1
+        else:
+            o = open_by_dir.get(dirs[i], -1)
+            small_own = nbytes[i] <= max_control_bytes and term[i] not in _TARGET_ENDED
+            if small_own and o >= 0 and (not resumed[i] or (control and (dirs[i], phases[i], twaits[i], devsel[i]) not in control)):
+                # the rest of a buffer the target cut: nothing goes on with it at once, or it
+                # does not have the shape of the NIC's own small transfers
+                small_own = False
+            if o >= 0 and not small_own:
+                t = o
+        if t < 0:
+            t = n
+            n += 1
+        tid[i] = t
+        last_end[t] = ends[i]
+        if cmd[i] != "split_completion":
+            # A completion answers a split request; whether the read goes on is the request's.
+            target_ended[t] = term[i] if term[i] in _TARGET_ENDED else ""
+        if cmd[i] != "split_completion":
+            if dirs[i] == READ:
+                last_read = t
+            if term[i] == "split_response" and tag[i] >= 0:
+                pending_split[(req[i], tag[i])] = t
+            if have_ad:
+                adv = bcount[i] if term[i] == "split_response" and bcount[i] > 0 else nbytes[i]
+                expect[(dirs[i], addr[i] + adv)] = t
+            elif term[i] in _TARGET_ENDED:
+                open_by_dir[dirs[i]] = t
+            elif open_by_dir.get(dirs[i], -1) == t or not (nbytes[i] <= max_control_bytes):
+                open_by_dir.pop(dirs[i], None)
+        if have_ad and len(expect) > 64:
+            # Only recent transfers can continue; keep the table small.
+            for key in list(expect)[: len(expect) - 64]:
+                del expect[key]
+    return tid
+
+
+def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
+                  gap_ps: float, period_ps: float, max_control_bytes: int,
+                  descriptor_gap_ps: float, busy: BusyTime | None = None,
+                  descriptor_bytes: int = 16) -> np.ndarray:
+    """Group bursts into transfers (fills bursts['transfer']) and label each transfer's kind
+    (``busy``: the bus's busy time, for the idle time between bursts without AD;
+    ``descriptor_bytes``: what a fetch or write-back moves a whole number of)."""
+    m = bursts.size
+    if m == 0:
+        return np.zeros(0, TRANSFER_DTYPE)
+    rec = records[bursts["record"]]
+    d = bursts["direction"]
+    tid = _group_bursts(rec, d, bursts["start_ps"], bursts["end_ps"], have_ad=have_ad, gap_ps=gap_ps,
+                        period_ps=period_ps, max_control_bytes=max_control_bytes, busy=busy,
+                        descriptor_bytes=descriptor_bytes)
+    bursts["transfer"] = tid
+    # Transfers are numbered by their first burst, so heads are where a new number first appears.
+    first_seen = np.r_[True, tid[1:] > np.maximum.accumulate(tid)[:-1]]
+    heads = np.flatnonzero(first_seen)
+    n = int(tid.max()) + 1
+    t = np.zeros(n, TRANSFER_DTYPE)
+    t["start_ps"] = bursts["start_ps"][heads]
+    ends = np.full(n, np.iinfo(np.int64).min)
+    np.maximum.at(ends, tid, bursts["end_ps"])
+    t["end_ps"] = ends
+    t["span_ps"] = t["end_ps"] - t["start_ps"] + period_ps
+    t["bytes"] = np.bincount(tid, weights=bursts["bytes"], minlength=n).astype(np.int64)
+    t["bursts"] = np.bincount(tid, minlength=n)
+    t["direction"] = d[heads]
+    t["address"] = rec["address"][heads]
+    t["packet"] = -1
+    data = t["bytes"] > max_control_bytes
+    kind = np.where(data, DATA, np.where(t["direction"] == WRITE, STATUS, DESCRIPTOR))
+    # Direction unknown (no C/BE#): a small transfer right before frame data is its descriptor
+    # fetch, any other small transfer a status write-back.
+    unknown = ~data & (t["direction"] == UNKNOWN_DIR)
+    if unknown.any():
+        nxt_data = np.r_[data[1:], False]
+        nxt_gap = np.r_[t["start_ps"][1:] - t["end_ps"][:-1] - period_ps, np.inf]
+        kind[unknown] = np.where(nxt_data[unknown] & (nxt_gap[unknown] <= descriptor_gap_ps),
+                                 DESCRIPTOR, STATUS)
+    if have_ad:
+        # A descriptor ring is read by fetches and written by write-backs at the same addresses:
+        # a read holding the address of a write-back is a (multi-descriptor) fetch, whatever its size.
+        wb = np.sort(t["address"][kind == STATUS])
+        reads = np.flatnonzero((kind == DATA) & (t["direction"] == READ))
+        if wb.size and reads.size:
+            lo = t["address"][reads]
+            hi = lo + t["bytes"][reads].astype(np.uint64)
+            hit = np.searchsorted(wb, hi, side="left") > np.searchsorted(wb, lo, side="left")
+            # ... or one starting within a page of a write-back (the ring's next descriptors,
+            # prefetched before the capture shows them written back).
+            j = np.searchsorted(wb, lo)
+            below = np.where(j > 0, lo - wb[np.maximum(j - 1, 0)], np.uint64(1 << 63))
+            above = np.where(j < wb.size, wb[np.minimum(j, wb.size - 1)] - lo, np.uint64(1 << 63))
+            hit |= (np.minimum(below, above) <= np.uint64(RING_NEAR_BYTES))
+            kind[reads[hit]] = DESCRIPTOR
+    t["kind"] = kind
+    return t
