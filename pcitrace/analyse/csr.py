@@ -6,6 +6,8 @@ pcitrace/analyse/packets.py, which puts CSR routines, DMA transfers and packets 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from pcitrace.analyse.classify import CSR, DMA
@@ -136,6 +138,103 @@ MAX_EMBEDDINGS = 4096
 MAX_WINDOW = 32              # accesses searched for send routines at once
 
 
+class _Window:
+    """One window of register accesses as plain lists (a window is a handful of accesses, and
+    picking them out of Python lists costs less than numpy indexing): keys, starts, ends and the
+    bus busy time before each start and end."""
+
+    def __init__(self, idx, free, keys, starts, ends, busy_before):
+        rl = [idx[p] for p in free]
+        self.keys = [keys[r] for r in rl]
+        self.s = [starts[r] for r in rl]
+        self.e = [ends[r] for r in rl]
+        if busy_before is not None:
+            self.bs = [busy_before[0][r] for r in rl]
+            self.be = [busy_before[1][r] for r in rl]
+        else:
+            self.bs = self.be = [0.0] * len(free)
+
+    def idle(self, a: int, b: int) -> float:
+        """Bus idle time from the end of access a to the start of access b."""
+        return self.s[b] - self.e[a] - (self.bs[b] - self.be[a])
+
+
+def _lowest_positions(keys: list, sig: list) -> list[int] | None:
+    """Per step of the signature, the first position it can sit at (sig[:j] must fit in front
+    of it); None if the window does not hold the signature at all."""
+    lowest = []
+    q = 0
+    for key in sig:
+        while q < len(keys) and keys[q] != key:
+            q += 1
+        if q == len(keys):
+            return None
+        lowest.append(q)
+        q += 1
+    return lowest
+
+
+def _embeddings(w: _Window, sig: list, lowest: list[int], limits: list[float], min_pace: float) -> list[list[int]]:
+    """Every way (up to MAX_EMBEDDINGS) to pick the signature's accesses in order from the
+    window, with no two closer than the CPU's pace or further apart than the step's idle limit;
+    each as positions in the window, built from the last access backwards."""
+    cands: list[list[int]] = []
+    picked: list[int] = []
+
+    def extend(j: int, hi: int):
+        # place sig[j] before position hi
+        if len(cands) >= MAX_EMBEDDINGS:
+            return
+        key = sig[j]
+        for q in range(hi - 1, lowest[j] - 1, -1):
+            if picked:
+                nxt = picked[-1]
+                if w.idle(q, nxt) > limits[j]:
+                    return            # earlier accesses are further still
+                if w.s[nxt] - w.e[q] < min_pace:
+                    continue
+            if w.keys[q] != key:
+                continue
+            if j == 0:
+                cands.append([q] + picked[::-1])
+            else:
+                picked.append(q)
+                extend(j - 1, q)
+                picked.pop()
+
+    extend(len(sig) - 1, len(w.keys))
+    return cands
+
+
+def _score(w: _Window, c: list[int], min_pace: float, running: float) -> tuple:
+    """How well candidate c fits (lower is better; see _best_instance for the order)."""
+    n = len(w.keys)
+    mine = set(c)
+    lo_t, hi_t = w.s[c[0]], w.s[c[-1]]
+    # the other accesses from the one before the candidate's first to the one after its last
+    rest = [q for q in range(n) if q not in mine and lo_t <= w.s[q] <= hi_t]
+    before = [q for q in range(c[0] - 1, -1, -1) if q not in mine][:1]
+    after = [q for q in range(c[-1] + 1, n) if q not in mine][:1]
+    near = before + rest + after
+    slow = sum(1 for a, b in zip(near[:-1], near[1:]) if w.s[b] - w.e[a] < min_pace)
+    turns = 0
+    if rest:
+        # Where both run: from the first other access inside the span (or the candidate's
+        # first, if the other routine was already running: its access before came at the
+        # CPU's pace) to the last (or the candidate's last, if the other routine goes on).
+        lo_q, hi_q = rest[0], rest[-1]
+        if before and w.idle(before[0], rest[0]) <= running:
+            lo_q = c[0]
+        if after and w.idle(rest[-1], after[0]) <= running:
+            hi_q = c[-1]
+        seq = [q in mine for q in range(lo_q, hi_q + 1)]
+        turns = sum(1 for a, b in zip(seq[:-1], seq[1:]) if a == b)
+    # A routine already running was waiting for the bus before a new one started: of two
+    # accesses nothing else tells apart, it had the earlier one (the newcomer starts late).
+    newcomer = max(lo_t, w.s[rest[0]]) if rest else lo_t
+    return (slow, turns, -newcomer, hi_t - lo_t, -hi_t)
+
+
 def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, starts: np.ndarray,
                    ends: np.ndarray, min_pace: float, max_idle: float = 2e6,
                    busy_before: tuple[np.ndarray, np.ndarray] | None = None,
@@ -156,106 +255,23 @@ def _best_instance(idx: np.ndarray, free: list[int], keys: list, sig: list, star
        was waiting for the bus before the other started);
     4. is the most compact (a routine runs at the CPU's pace), then the one ending last.
     """
-    L = len(sig)
-    if len(free) < L:
+    if len(free) < len(sig):
         return None
-    # (send_routines passes lists: a window is a handful of accesses, and picking them out of
-    # Python lists costs less than numpy indexing)
-    rl = [idx[p] for p in free]
-    fkeys = [keys[r] for r in rl]
-    fs = [starts[r] for r in rl]
-    fe = [ends[r] for r in rl]
-    if busy_before is not None:
-        bs = [busy_before[0][r] for r in rl]
-        be = [busy_before[1][r] for r in rl]
-    else:
-        bs = be = [0.0] * len(free)
-    cands: list[list[int]] = []
-
-    def idle(a: int, b: int) -> float:
-        return fs[b] - fe[a] - (bs[b] - be[a])
-
-    limits = [max_idle] * L if step_idle is None else step_idle
-    # sig[j] cannot sit before lowest[j]: sig[:j] must fit in front of it
-    lowest = []
-    q = 0
-    for key in sig:
-        while q < len(fkeys) and fkeys[q] != key:
-            q += 1
-        if q == len(fkeys):
-            return None
-        lowest.append(q)
-        q += 1
-    picked: list[int] = []      # positions in free, from the last access backwards
-
-    def extend(j: int, hi: int):
-        # place sig[j] before position hi
-        if len(cands) >= MAX_EMBEDDINGS:
-            return
-        key = sig[j]
-        if picked:
-            nxt = picked[-1]
-            sn, bn, lim = fs[nxt], bs[nxt], limits[j]
-            for q in range(hi - 1, lowest[j] - 1, -1):
-                if sn - fe[q] - (bn - be[q]) > lim:      # idle(q, nxt)
-                    return            # earlier accesses are further still
-                if sn - fe[q] < min_pace or fkeys[q] != key:
-                    continue
-                if j == 0:
-                    cands.append([q] + picked[::-1])
-                else:
-                    picked.append(q)
-                    extend(j - 1, q)
-                    picked.pop()
-        else:
-            for q in range(hi - 1, lowest[j] - 1, -1):
-                if fkeys[q] != key:
-                    continue
-                if j == 0:
-                    cands.append([q])
-                else:
-                    picked.append(q)
-                    extend(j - 1, q)
-                    picked.pop()
-
-    extend(L - 1, len(free))
+    w = _Window(idx, free, keys, starts, ends, busy_before)
+    lowest = _lowest_positions(w.keys, sig)
+    if lowest is None:
+        return None
+    limits = [max_idle] * len(sig) if step_idle is None else step_idle
+    cands = _embeddings(w, sig, lowest, limits, min_pace)
     if not cands:
         return None
     if len(cands) == 1:
         # the common case (a send alone, or beside an interrupt routine it cannot be mixed
         # with): nothing to choose between
         return [free[q] for q in cands[0]]
-    n = len(free)
     # the other routine is still running if its next access comes at the CPU's pace
     running = max(step_idle) if step_idle else max_idle
-    best, best_score = None, None
-    for c in cands:
-        mine = set(c)
-        lo_t, hi_t = fs[c[0]], fs[c[-1]]
-        # the other accesses from the one before the candidate's first to the one after its last
-        rest = [q for q in range(n) if q not in mine and lo_t <= fs[q] <= hi_t]
-        before = [q for q in range(c[0] - 1, -1, -1) if q not in mine][:1]
-        after = [q for q in range(c[-1] + 1, n) if q not in mine][:1]
-        near = before + rest + after
-        slow = sum(1 for a, b in zip(near[:-1], near[1:]) if fs[b] - fe[a] < min_pace)
-        turns = 0
-        if rest:
-            # Where both run: from the first other access inside the span (or the candidate's
-            # first, if the other routine was already running: its access before came at the
-            # CPU's pace) to the last (or the candidate's last, if the other routine goes on).
-            lo_q, hi_q = rest[0], rest[-1]
-            if before and idle(before[0], rest[0]) <= running:
-                lo_q = c[0]
-            if after and idle(rest[-1], after[0]) <= running:
-                hi_q = c[-1]
-            seq = [q in mine for q in range(lo_q, hi_q + 1)]
-            turns = sum(1 for a, b in zip(seq[:-1], seq[1:]) if a == b)
-        # A routine already running was waiting for the bus before a new one started: of two
-        # accesses nothing else tells apart, it had the earlier one (the newcomer starts late).
-        newcomer = max(lo_t, fs[rest[0]]) if rest else lo_t
-        score = (slow, turns, -newcomer, hi_t - lo_t, -hi_t)
-        if best_score is None or score < best_score:
-            best, best_score = c, score
+    best = min(cands, key=lambda c: _score(w, c, min_pace, running))
     return [free[q] for q in best]
 
 
@@ -274,6 +290,176 @@ def match_sends(routines: np.ndarray, first_dma: np.ndarray, eligible: np.ndarra
             setup_of[i] = inst_order[pos]
             pos += 1
     return setup_of
+
+
+def _keys_by_record(records: np.ndarray, csr_idx: np.ndarray, have_ad: bool) -> tuple[list, list]:
+    """Per record, the key its register access is matched by (None for other records), and the
+    key a retried attempt is matched to its accepted access by (the register; without AD, the
+    access's shape)."""
+    keys_all: list = [None] * len(records)
+    retry_keys: list = [None] * len(records)
+    for r, key in zip(csr_idx.tolist(), _access_keys(records, csr_idx, have_ad)):
+        keys_all[r] = key
+    for r, key in zip(csr_idx.tolist(), _access_keys(records, csr_idx)):
+        retry_keys[r] = key
+    return keys_all, retry_keys
+
+
+def _members(groups: np.ndarray, csr_idx: np.ndarray) -> list[np.ndarray]:
+    """The register accesses (record indices) of each group."""
+    lo = np.searchsorted(csr_idx, groups["first_record"], side="left")
+    hi = np.searchsorted(csr_idx, groups["last_record"], side="right")
+    return [csr_idx[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
+
+
+def _learning_sends(records: np.ndarray, csr_idx: np.ndarray, accepted: np.ndarray, learn_groups: np.ndarray,
+                    ok: np.ndarray, first_dma: np.ndarray, prompt_gap_ps: float) -> list[list[int]] | None:
+    """Per send learnt from, the accepted accesses leading up to its first DMA: in the group
+    that holds the last of them, since the previous packet's first DMA (a window may hold
+    several sends); sends the NIC acted on at once (no transmit backlog) preferred. None with
+    fewer than two."""
+    csr_end = records["end_ps"][csr_idx]
+    k = np.searchsorted(csr_end, first_dma, side="left") - 1
+    cand = ok & (k >= 0)
+    last = np.where(k >= 0, csr_idx[np.maximum(k, 0)], -1)
+    prompt = cand & (first_dma - records["end_ps"][np.maximum(last, 0)] <= prompt_gap_ps)
+    use = prompt if prompt.sum() >= 2 else cand
+    lasts = np.unique(last[use])
+    if lasts.size < 2:
+        return None
+    holder = np.searchsorted(learn_groups["first_record"], lasts, side="right") - 1
+    since: dict = {}
+    for lr, t in zip(last[use].tolist(), np.r_[-np.inf, first_dma[:-1]][use].tolist()):
+        since[lr] = min(since.get(lr, np.inf), t)
+    # The accepted accesses of the holding window from the first one after ``since`` to the
+    # send's last: one slice of the accepted accesses, found for all sends at once.
+    starts = records["start_ps"]
+    csr_acc = csr_idx[accepted[csr_idx]]
+    after = np.searchsorted(starts[csr_acc], np.array([since[lr] for lr in lasts.tolist()]), side="right")
+    lo = np.maximum(np.searchsorted(csr_acc, learn_groups["first_record"][holder], side="left"), after)
+    hi = np.searchsorted(csr_acc, np.minimum(lasts, learn_groups["last_record"][holder]), side="right")
+    acc_l = csr_acc.tolist()
+    return [acc_l[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
+
+
+def _cpu_pace(clean: list[list[int]], starts: np.ndarray, ends: np.ndarray, period_ps: float,
+              busy: BusyTime | None) -> tuple[float, list[float] | None]:
+    """From sends that ran alone (exactly the routine's accesses): the CPU's pace, the shortest
+    time from the end of one access to the start of the next, less one clock of arbitration (no
+    routine issues its accesses faster; -1 when no send ran alone); and per step the longest bus
+    idle time between its j-th and next access: elsewhere the routine may wait for the bus, but
+    not stand idle much longer than that (a few clocks of arbitration, a quarter more for the
+    CPU's own jitter)."""
+    paces = [starts[b] - ends[a] for recs in clean for a, b in zip(recs[:-1], recs[1:])]
+    min_pace = float(min(paces)) - period_ps if paces else -1.0
+    step_idle = None
+    if clean and busy is not None:
+        a_end = np.array([[ends[r] for r in recs[:-1]] for recs in clean], np.float64)
+        b_start = np.array([[starts[r] for r in recs[1:]] for recs in clean], np.float64)
+        idle_steps = b_start - a_end - busy.between(a_end, b_start)
+        step_idle = (idle_steps.max(axis=0) * 1.25 + 4 * period_ps).tolist()
+    return min_pace, step_idle
+
+
+def _search_windows(members: list[np.ndarray], starts: np.ndarray, ends: np.ndarray) -> list[np.ndarray]:
+    """Windows of at most MAX_WINDOW accesses: a longer one (a bus busy for long) is cut where
+    the time between two accesses is longest (least likely inside one routine)."""
+    windows = []
+    todo = list(members)
+    while todo:
+        idx = todo.pop()
+        if idx.size <= MAX_WINDOW:
+            windows.append(idx)
+            continue
+        k = int(np.argmax(starts[idx[1:]] - ends[idx[:-1]])) + 1
+        todo += [idx[:k], idx[k:]]
+    return sorted(windows, key=lambda w: int(w[0]))
+
+
+@dataclass
+class _Search:
+    """What every window is searched with: the signature, the per-record keys and times as
+    lists, and the CPU's pace."""
+    sig: list
+    keys_all: list
+    retry_keys: list
+    accepted: list
+    starts: list
+    ends: list
+    min_pace: float
+    step_idle: list[float] | None
+    busy_before: tuple[list, list] | None
+    prompt_gap_ps: float
+
+
+def _label_instances(rows: list[int], sr: _Search) -> tuple[list[int], int]:
+    """Label each access of a window: k > 0 for the k-th send routine found in it, 0 for the
+    others. A retried attempt goes with the accepted access it repeats (the next one with its key)."""
+    n = len(rows)
+    label = [0] * n
+    free = [p for p in range(n) if sr.accepted[rows[p]]]
+    n_free = len(free)
+    n_inst = 0
+    while len(free) >= len(sr.sig):
+        hit = _best_instance(rows, free, sr.keys_all, sr.sig, sr.starts, sr.ends, sr.min_pace,
+                             max_idle=sr.prompt_gap_ps, step_idle=sr.step_idle, busy_before=sr.busy_before)
+        if hit is None:
+            break
+        n_inst += 1
+        for p in hit:
+            label[p] = n_inst
+        taken = set(hit)
+        free = [p for p in free if p not in taken]
+    if n_inst and n_free < n:
+        pending: dict = {}
+        for pos in range(n - 1, -1, -1):
+            key = sr.retry_keys[rows[pos]]
+            if sr.accepted[rows[pos]]:
+                pending[key] = label[pos]
+            else:
+                label[pos] = pending.get(key, 0)
+    return label, n_inst
+
+
+def _window_parts(rows: list[int], sr: _Search) -> list[tuple[list[int], bool]]:
+    """A window's groups: each send routine found (True), and what it leaves grouped again by
+    time (an interrupt routine before the send and the next one after it are two)."""
+    label, n_inst = _label_instances(rows, sr)
+    parts: list[tuple[list[int], bool]] = []
+    rest = [r for r, lab in zip(rows, label) if lab == 0]
+    if rest:
+        head = 0
+        for j in range(1, len(rest)):
+            if sr.starts[rest[j]] - sr.ends[rest[j - 1]] >= sr.prompt_gap_ps:
+                parts.append((rest[head:j], False))
+                head = j
+        parts.append((rest[head:], False))
+    for k in range(n_inst, 0, -1):
+        parts.append(([r for r, lab in zip(rows, label) if lab == k], True))
+    return parts
+
+
+def _groups_of_parts(parts: list[tuple[list[int], bool]], records: np.ndarray, period_ps: float) -> np.ndarray:
+    """The groups (GROUP_DTYPE) of the parts, sorted by start, 'setup' marking send routines."""
+    starts, ends = records["start_ps"], records["end_ps"]
+    sizes = np.array([len(part) for part, _ in parts], np.int64)
+    flat = np.fromiter((r for part, _ in parts for r in part), np.int64, int(sizes.sum()))
+    heads = np.r_[0, np.cumsum(sizes)[:-1]]
+    out = np.zeros(len(parts), GROUP_DTYPE)
+    if len(parts):
+        out["first_record"] = flat[heads]
+        out["last_record"] = flat[heads + sizes - 1]
+        out["start_ps"] = np.minimum.reduceat(starts[flat], heads)
+        out["end_ps"] = np.maximum.reduceat(ends[flat], heads)
+        out["accesses"] = sizes
+        out["retries"] = np.add.reduceat((records["termination"][flat] == "retry").astype(np.int64), heads)
+    out["span_ps"] = out["end_ps"] - out["start_ps"] + period_ps
+    is_setup = np.array([sf for _, sf in parts])
+    order = np.argsort(out["start_ps"], kind="stable")
+    out, is_setup = out[order], is_setup[order]
+    # Every send routine is a setup group, even one whose frame the capture ended before.
+    out["setup"] = is_setup
+    return out
 
 
 def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, ok: np.ndarray,
@@ -303,147 +489,31 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
     if csr_idx.size < 2:
         return None
     accepted = records["termination"] != "retry"
-    # (keys of register accesses only: nothing else is looked up)
-    keys_all: list = [None] * len(records)
-    retry_keys: list = [None] * len(records)
-    for r, key in zip(csr_idx.tolist(), _access_keys(records, csr_idx, have_ad)):
-        keys_all[r] = key
-    # A retried attempt repeats an access to the same register (without AD: the next access).
-    for r, key in zip(csr_idx.tolist(), _access_keys(records, csr_idx)):
-        retry_keys[r] = key
+    keys_all, retry_keys = _keys_by_record(records, csr_idx, have_ad)
     period_ps = float(groups["span_ps"][0] - (groups["end_ps"][0] - groups["start_ps"][0]))
-
-    def members_of(gr):
-        lo = np.searchsorted(csr_idx, gr["first_record"], side="left")
-        hi = np.searchsorted(csr_idx, gr["last_record"], side="right")
-        return [csr_idx[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
-
-    members = members_of(groups)
-    # Learn from the accesses leading up to each send's first DMA, in the search group that
-    # holds the last of them; prefer sends the NIC acted on at once (no transmit backlog).
     learn_groups = search_groups if search_groups is not None else groups
-    learn_members = members_of(learn_groups) if search_groups is not None else members
-    csr_end = records["end_ps"][csr_idx]
-    k = np.searchsorted(csr_end, first_dma, side="left") - 1
-    cand = ok & (k >= 0)
-    last = np.where(k >= 0, csr_idx[np.maximum(k, 0)], -1)
-    prompt = cand & (first_dma - records["end_ps"][np.maximum(last, 0)] <= prompt_gap_ps)
-    use = prompt if prompt.sum() >= 2 else cand
-    lasts = np.unique(last[use])
-    if lasts.size < 2:
+    learn_recs = _learning_sends(records, csr_idx, accepted, learn_groups, ok, first_dma, prompt_gap_ps)
+    if learn_recs is None:
         return None
-    holder = np.searchsorted(learn_groups["first_record"], lasts, side="right") - 1
-    # ... since the previous packet's first DMA (a window may hold several sends).
-    since: dict = {}
-    for lr, t in zip(last[use].tolist(), np.r_[-np.inf, first_dma[:-1]][use].tolist()):
-        since[lr] = min(since.get(lr, np.inf), t)
-    starts, ends = records["start_ps"], records["end_ps"]
-    # The accepted accesses of the holding window from the first one after ``since`` to the
-    # send's last: one slice of the accepted accesses, found for all sends at once.
-    csr_acc = csr_idx[accepted[csr_idx]]
-    after = np.searchsorted(starts[csr_acc], np.array([since[lr] for lr in lasts.tolist()]), side="right")
-    lo = np.maximum(np.searchsorted(csr_acc, learn_groups["first_record"][holder], side="left"), after)
-    hi = np.searchsorted(csr_acc, np.minimum(lasts, learn_groups["last_record"][holder]), side="right")
-    acc_l = csr_acc.tolist()
-    learn_recs = [acc_l[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
     learn = [[keys_all[r] for r in recs] for recs in learn_recs]
     sig = _learn_signature(learn)
     L = len(sig)
     if L == 0:
         return None
-    # The CPU's pace: the shortest time from the end of one access to the start of the next
-    # in sends that ran alone (exactly the routine's accesses), less one clock of arbitration.
-    # No routine issues its accesses faster than that; -1 when no send ran alone.
+    starts, ends = records["start_ps"], records["end_ps"]
     clean = [recs for recs, keys in zip(learn_recs, learn) if keys[-L:] == sig and len(keys) == L]
-    paces = [starts[b] - ends[a] for recs in clean for a, b in zip(recs[:-1], recs[1:])]
-    min_pace = float(min(paces)) - period_ps if paces else -1.0
-    # ... and its pace step by step: the bus idle time between its j-th and next access in those
-    # sends. Elsewhere the routine may wait for the bus, but not stand idle much longer than that
-    # (a few clocks of arbitration, a quarter more for the CPU's own jitter).
-    step_idle = None
-    if clean and busy is not None:
-        a_end = np.array([[ends[r] for r in recs[:-1]] for recs in clean], np.float64)
-        b_start = np.array([[starts[r] for r in recs[1:]] for recs in clean], np.float64)
-        idle_steps = b_start - a_end - busy.between(a_end, b_start)
-        step_idle = (idle_steps.max(axis=0) * 1.25 + 4 * period_ps).tolist()
+    min_pace, step_idle = _cpu_pace(clean, starts, ends, period_ps, busy)
     if search_groups is not None:
-        groups, members = search_groups, members_of(search_groups)
-        # A window this long (a bus busy for long) is searched in pieces, cut where the time
-        # between two accesses is longest (least likely inside one routine).
-        windows = []
-        todo = list(members)
-        while todo:
-            idx = todo.pop()
-            if idx.size <= MAX_WINDOW:
-                windows.append(idx)
-                continue
-            k = int(np.argmax(starts[idx[1:]] - ends[idx[:-1]])) + 1
-            todo += [idx[:k], idx[k:]]
-        members = sorted(windows, key=lambda w: int(w[0]))
+        members = _search_windows(_members(search_groups, csr_idx), starts, ends)
+    else:
+        members = _members(groups, csr_idx)
     busy_before = None
     if busy is not None:
-        busy_before = (np.zeros(len(records)), np.zeros(len(records)))
-        busy_before[0][csr_idx] = busy.at(starts[csr_idx])
-        busy_before[1][csr_idx] = busy.at(ends[csr_idx])
-    acc = accepted.tolist()
-    starts_l, ends_l = starts.tolist(), ends.tolist()
-    if busy_before is not None:
-        busy_before = (busy_before[0].tolist(), busy_before[1].tolist())
-    parts: list[tuple[list[int], bool]] = []
-    for idx in members:
-        rows = idx.tolist()
-        n = len(rows)
-        label = [0] * n                             # 0 = other, k > 0 = k-th instance found
-        free = [p for p in range(n) if acc[rows[p]]]
-        n_free = len(free)
-        n_inst = 0
-        while len(free) >= L:
-            hit = _best_instance(rows, free, keys_all, sig, starts_l, ends_l, min_pace,
-                                 max_idle=prompt_gap_ps, step_idle=step_idle,
-                                 busy_before=busy_before)
-            if hit is None:
-                break
-            n_inst += 1
-            for p in hit:
-                label[p] = n_inst
-            taken = set(hit)
-            free = [p for p in free if p not in taken]
-        if n_inst and n_free < n:
-            # Retried attempts go with the accepted access they repeat (the next one with its key).
-            pending: dict = {}
-            for pos in range(n - 1, -1, -1):
-                key = retry_keys[rows[pos]]
-                if acc[rows[pos]]:
-                    pending[key] = label[pos]
-                else:
-                    label[pos] = pending.get(key, 0)
-        rest = [r for r, lab in zip(rows, label) if lab == 0]
-        if rest:
-            # what the send routine leaves is grouped again by time: an interrupt routine
-            # before the send and the next one after it are two
-            head = 0
-            for j in range(1, len(rest)):
-                if starts_l[rest[j]] - ends_l[rest[j - 1]] >= prompt_gap_ps:
-                    parts.append((rest[head:j], False))
-                    head = j
-            parts.append((rest[head:], False))
-        for k in range(n_inst, 0, -1):
-            parts.append(([r for r, lab in zip(rows, label) if lab == k], True))
-    sizes = np.array([len(part) for part, _ in parts], np.int64)
-    flat = np.fromiter((r for part, _ in parts for r in part), np.int64, int(sizes.sum()))
-    heads = np.r_[0, np.cumsum(sizes)[:-1]]
-    out = np.zeros(len(parts), GROUP_DTYPE)
-    if len(parts):
-        out["first_record"] = flat[heads]
-        out["last_record"] = flat[heads + sizes - 1]
-        out["start_ps"] = np.minimum.reduceat(starts[flat], heads)
-        out["end_ps"] = np.maximum.reduceat(ends[flat], heads)
-        out["accesses"] = sizes
-        out["retries"] = np.add.reduceat((records["termination"][flat] == "retry").astype(np.int64), heads)
-    out["span_ps"] = out["end_ps"] - out["start_ps"] + period_ps
-    is_setup = np.array([sf for _, sf in parts])
-    order = np.argsort(out["start_ps"], kind="stable")
-    out, is_setup = out[order], is_setup[order]
-    # Every send routine is a setup group, even one whose frame the capture ended before.
-    out["setup"] = is_setup
-    return out
+        before_start, before_end = np.zeros(len(records)), np.zeros(len(records))
+        before_start[csr_idx] = busy.at(starts[csr_idx])
+        before_end[csr_idx] = busy.at(ends[csr_idx])
+        busy_before = (before_start.tolist(), before_end.tolist())
+    sr = _Search(sig, keys_all, retry_keys, accepted.tolist(), starts.tolist(), ends.tolist(), min_pace,
+                 step_idle, busy_before, prompt_gap_ps)
+    parts = [part for idx in members for part in _window_parts(idx.tolist(), sr)]
+    return _groups_of_parts(parts, records, period_ps)
