@@ -222,7 +222,7 @@ class Document:
                     v = v ^ np.uint64((1 << shift) - 1 if shift < 64 else 0xFFFFFFFFFFFFFFFF)
                 builder.feed_indices(chunk.start, v, tb.times_at)
             return builder.build(self.end_ps)
-        from pcitrace.capture.profile import bus_clocks
+        from pcitrace.capture.clocked import bus_clocks
         keep = {k: v for k, v in bus.signals.items() if k in (sig, "clk", "frame_n", "rx_clk", "frame_present")}
         slim = dataclasses.replace(bus, signals=keep)
         for bc in bus_clocks(self.capture, slim, chunk_clocks=1 << 20):

@@ -181,7 +181,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
     ``data_index`` count from the bus's first record / data phase. If ``summary`` is a dict,
     it receives ``summary['bus']`` = the BusSummary at the end. ``alloc(dtype, n)``: where the
     engine puts each chunk's records and words (``decode_bus`` collects them in place)."""
-    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
     from pcitrace.decode.engine import GlitchScan, decode_clocks, glitch_lines, glitches
 
     carry = None
@@ -483,7 +483,7 @@ def iter_records(capture, profile=None, *, buses=None, chunk_clocks: int = DEFAU
 
 def _summary_only(capture, bus) -> BusSummary:
     """Bus clocks and time span without decoding (the sigrok path needs them too)."""
-    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
 
     span = _BusSpan()
     keep = {k: v for k, v in bus.signals.items() if k in ("clk", "frame_n", "irdy_n")}

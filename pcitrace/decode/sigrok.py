@@ -8,7 +8,7 @@ through the capture's own time base (per-sample timestamps of a clocked VCD view
 
 When sigrok-cli cannot read the capture as it is (a VCD, inverted probe lines, channel names
 that the -P syntax cannot carry), the bus is first reduced to one sample per bus clock
-(``pcitrace.capture.profile.bus_clocks``) and written as a temporary state-mode .sr, which
+(``pcitrace.capture.clocked.bus_clocks``) and written as a temporary state-mode .sr, which
 the decoder reads with clock=none.
 
 The ``decoders`` click group (``pcitrace decoders path|install``) lives here too.
@@ -132,7 +132,7 @@ def _state_capture(capture, bus):
     """The bus reduced to one sample per clock (inversion undone, vectors assembled), as a
     state-mode Capture with the clock times, plus the sigrok channel map for its .sr."""
     from pcitrace.capture.model import Capture, TimeBase
-    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
 
     # A .sr holds bit lines only: a vector signal named by its vector channel (AD) is read
     # from its bits (AD0..).

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pcitrace.capture import open_capture, write_sr, write_vcd
+from pcitrace.capture.clocked import bus_clocks
 from pcitrace.capture.model import Capture, TimeBase
-from pcitrace.capture.profile import (BusProfile, NicIdentity, Profile, bus_clocks, detect_profile,
+from pcitrace.capture.profile import (BusProfile, NicIdentity, Profile, detect_profile,
                                       dump_profile, load_profile, resolve_profile, save_profile)
 from pcitrace.errors import PcitraceError
 
@@ -284,11 +285,11 @@ def test_bus_clocks_passes_chunk_sized_reads_on_without_copying(tmp_path, monkey
     write_sr(Capture.from_arrays(arrays, TimeBase.state(clock_hz=66e6), widths={"AD": 64}), path)
     cap = open_capture(path)
     bus = BusProfile("b", signals={"frame_n": "FRAME#", "ad": [f"AD{i}" for i in range(64)]})
-    import pcitrace.capture.profile as profile_mod
+    import pcitrace.capture.clocked as clocked_mod
 
     joins = []
     real = np.concatenate
-    monkeypatch.setattr(profile_mod.np, "concatenate", lambda parts, *a, **k: joins.append(1) or real(parts, *a, **k))
+    monkeypatch.setattr(clocked_mod.np, "concatenate", lambda parts, *a, **k: joins.append(1) or real(parts, *a, **k))
     chunks = list(bus_clocks(cap, bus, chunk_clocks=1000))
     monkeypatch.undo()
     assert [len(c) for c in chunks] == [1000] * 5
