@@ -81,11 +81,13 @@ COMMAND_SHORT_NAMES = {
     "special": "Special", "device_id_message": "DevIdMsg", PCI_LISTS.COMMAND_UNKNOWN: "Txn",
 }
 
-# Commands whose data flows from the target to the initiator (a read seen from the initiator).
-# The completer's split completion carries read data to the requester.
+# Which way a command moves data: READ = from the target to the initiator (the completer's
+# split completion carries read data to the requester), WRITE = from the initiator
 READ_COMMANDS = frozenset({"mem_read", "mem_read_multiple", "mem_read_line", "io_read", "config_read",
                            "mem_read_dword", "mem_read_block", "mem_read_block_alias", "int_ack",
                            "split_completion"})
+WRITE_COMMANDS = frozenset({"mem_write", "mem_write_invalidate", "io_write", "config_write",
+                            "mem_write_block", "mem_write_block_alias", "special", "device_id_message"})
 
 
 def short_command(name: str) -> str:
@@ -224,6 +226,6 @@ def to_jsonl(arr: np.ndarray) -> str:
 
 
 __all__ = ["RECORD_DTYPE", "WORD_DTYPE", "FINDING_DTYPE", "FRAME_DTYPE", "FIELD_NAMES", "FRAME_FIELD_NAMES",
-           "BusSummary", "COMMAND_SHORT_NAMES", "READ_COMMANDS", "short_command", "empty_records",
+           "BusSummary", "COMMAND_SHORT_NAMES", "READ_COMMANDS", "WRITE_COMMANDS", "short_command", "empty_records",
            "records_from_dicts", "record_to_dict", "records_from_jsonl", "diff_records", "rows_of",
            "write_csv", "write_jsonl", "to_csv", "to_jsonl"]
