@@ -403,7 +403,7 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
     chunk_clocks = max(1, int(chunk_clocks))
     chans = list(dict.fromkeys(bus.all_channels()))
     widths = {c: capture.channel(c).width for c in chans}
-    sigs = [s for s in bus.signals if not (s == "clk" or (s == "rx_clk" and bus.kind == "gbe_probe"))]
+    sigs = [s for s in bus.signals if s != bus.bus_kind.clock]
     tb = capture.timebase
 
     pend_t: list[np.ndarray] = []
@@ -485,13 +485,13 @@ def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
     if clk is None:
         raise PcitraceError(f"bus {bus.name!r} is in a timing capture but has no clock channel",
                             path=capture.path, where=f"profile {profile_name}",
-                            fix=f"map {'clk' if bus.is_pci else 'rx_clk'} to the clock channel "
+                            fix=f"map {bus.bus_kind.clock} to the clock channel "
                                 "in the profile")
     if tb.event_timed and hasattr(capture, "change_times"):
         # VCD change lists: the clocked view samples them directly, then stream it.
         state = clocked_view(capture, clk)
         yield from bus_clocks(state, dataclasses.replace(bus, signals={
-            k: v for k, v in bus.signals.items() if k != ("clk" if bus.is_pci else "rx_clk")}),
+            k: v for k, v in bus.signals.items() if k != bus.bus_kind.clock}),
             chunk_clocks, profile_name, read_samples=read_samples)
         return
     before = tb.event_timed  # values just before the edge (event-timed captures)

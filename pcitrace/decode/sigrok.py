@@ -30,13 +30,12 @@ from typing import NamedTuple
 import click
 import numpy as np
 
-from pcitrace.decode.facts import DECODERS_DIR
-from pcitrace.decode.records import (FINDING_DTYPE, WORD_DTYPE, empty_records,
-                                     records_from_dicts)
+from pcitrace import buses
 from pcitrace.errors import PcitraceError
+from pcitrace.records import DECODERS_DIR, FINDING_DTYPE, WORD_DTYPE, empty_records, records_from_dicts
 
-# decoders/<name> packages that `pcitrace decoders install` copies.
-INSTALLED_DECODERS = ("pci", "gbe_probe")
+# decoders/<name> packages that `pcitrace decoders install` copies: every bus kind's decoder
+INSTALLED_DECODERS = tuple(dict.fromkeys(k.sigrok_decoder for k in buses.KINDS.values()))
 DEFAULT_INSTALL_DIR = Path("~/.local/share/libsigrokdecode/decoders")
 
 # canonical profile signal -> sigrok channel id of decoders/pci (vectors: id prefix + bit)
