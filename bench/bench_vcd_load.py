@@ -46,7 +46,8 @@ def main() -> int:
 
     from pcitrace.capture import open_capture
     from pcitrace.capture.clocked import clocked_view, find_clocks
-    from pcitrace.capture.profile import bus_clocks, detect_profile
+    from pcitrace.capture.clocked import bus_clocks
+    from pcitrace.capture.profile import detect_profile
 
     with tempfile.TemporaryDirectory() as tmp:
         plain = args.vcd

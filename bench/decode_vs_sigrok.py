@@ -38,7 +38,8 @@ import numpy as np
 
 from pcitrace.capture import write_sr
 from pcitrace.capture.model import Capture, TimeBase
-from pcitrace.capture.profile import CONTROL_CODE, BusProfile, Profile
+from pcitrace.buses.pci import CONTROL_CODE
+from pcitrace.capture.profile import BusProfile, Profile
 from pcitrace.decode import DEFAULT_CHUNK_CLOCKS, decode_capture
 from pcitrace.decode.engine import decode_clocks
 from pcitrace.decode.records import diff_records
@@ -173,7 +174,8 @@ def seed_traffic() -> dict[str, np.ndarray]:
     from pathlib import Path
 
     from pcitrace.capture import open_capture
-    from pcitrace.capture.profile import bus_clocks, resolve_profile
+    from pcitrace.capture.clocked import bus_clocks
+    from pcitrace.capture.profile import resolve_profile
 
     cap = open_capture(Path(__file__).resolve().parents[1] / "samples" / "pro1000_66mhz.sr")
     parts = list(bus_clocks(cap, resolve_profile(cap, None).bus("send")))

@@ -15,22 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pcitrace import buses, pipeline
 from pcitrace.errors import PcitraceError
 from pcitrace.gui.lod import ChangeBuilder, ChangeLOD, IntervalLOD, count_below
-
-# display order and labels of the PCI signals (vectors are drawn as hex bus values)
-PCI_SIGNALS = (
-    ("clk", "CLK"), ("frame_n", "FRAME#"), ("irdy_n", "IRDY#"), ("trdy_n", "TRDY#"),
-    ("devsel_n", "DEVSEL#"), ("stop_n", "STOP#"), ("ad", "AD"), ("cbe_n", "C/BE#"),
-    ("par", "PAR"), ("par64", "PAR64"), ("req64_n", "REQ64#"), ("ack64_n", "ACK64#"),
-    ("req_n", "REQ#"), ("gnt_n", "GNT#"), ("idsel", "IDSEL"), ("perr_n", "PERR#"),
-    ("serr_n", "SERR#"), ("inta_n", "INTA#"), ("rst_n", "RST#"),
-)
-PROBE_SIGNALS = (
-    ("frame_present", "FRAME"), ("sof", "SOF"), ("rx_dv", "RX_DV"), ("rx_er", "RX_ER"),
-    ("rxd", "RXD"), ("rx_clk", "RX_CLK"),
-)
-VECTORS = {"ad", "cbe_n", "rxd"}
+from pcitrace.records import short_command  # noqa: F401 - the viewer's labels (D.short_command)
 
 # terminations: severity order (merged blocks show the most severe) and colours
 TERMINATIONS = ("normal", "disconnect_with_data", "disconnect_without_data", "split_response",
@@ -52,19 +40,9 @@ BURST_LABELS = ("status write-back", "descriptor fetch", "frame data")
 FRAME_COLOUR = "#00897b"
 FINDING_COLOUR = "#c62828"
 
-SHORT_COMMANDS = {
-    "mem_read": "MemRd", "mem_write": "MemWr", "mem_read_multiple": "MemRdMul",
-    "mem_read_line": "MemRdLine", "mem_write_invalidate": "MemWrInv", "io_read": "IORd",
-    "io_write": "IOWr", "config_read": "CfgRd", "config_write": "CfgWr",
-    "split_completion": "SplitCpl", "mem_read_block": "MemRdBlk", "mem_write_block": "MemWrBlk",
-    "mem_read_dword": "MemRdDW", "mem_read_block_alias": "MemRdBlk*",
-    "mem_write_block_alias": "MemWrBlk*", "dac": "DAC", "int_ack": "IntAck",
-    "special": "Special", "device_id_message": "DevIdMsg", "unknown": "Txn",
-}
 
 
-class Cancelled(Exception):
-    """The user cancelled loading or decoding."""
+Cancelled = pipeline.Cancelled   # the user cancelled loading or decoding
 
 
 @dataclasses.dataclass
@@ -76,10 +54,6 @@ class Row:
     lod: object = None        # ChangeLOD / IntervalLOD / BusyTime
     bits: int = 1             # vectors: hex digits from this many bits
     height: int = 20          # pixels
-
-
-def short_command(cmd: str) -> str:
-    return SHORT_COMMANDS.get(cmd, cmd)
 
 
 def _progress_noop(done: float, text: str = "") -> None:
@@ -112,15 +86,12 @@ class Document:
              chunk_samples: int = 1 << 22) -> "Document":
         """Open and read the signal rows; ``partial(doc)`` is called with the rows filled so far
         after 1, 2, 4, 8 ... chunks, so a viewer can paint long before a huge capture is read."""
-        from pcitrace.capture import open_capture
-        from pcitrace.capture.profile import resolve_profile
-
         path = os.fspath(path)
-        capture = open_capture(path)
+        capture = pipeline.run(path, until="open").capture
         if capture.num_samples == 0:
             raise PcitraceError("the capture holds no samples", path=path,
                                 fix="capture again with a longer sample count")
-        profile = resolve_profile(capture, os.fspath(profile_path) if profile_path else None)
+        profile = pipeline.run(capture, profile_path or None, until="profile").profile
         doc = cls(path, capture, profile)
         doc.build_signal_rows(progress=progress, cancelled=cancelled, chunk_samples=chunk_samples,
                               partial=(lambda: partial(doc)) if partial else None)
@@ -135,13 +106,13 @@ class Document:
         plan: list[tuple[Row, object, str | None]] = []   # (row, bus, channel of a 1-bit line)
         vectors: list[tuple[Row, object, str]] = []
         for bus in self.profile.buses:
-            table = PCI_SIGNALS if bus.is_pci else PROBE_SIGNALS
-            for sig, label in table:
+            kind = bus.bus_kind
+            for sig, label in kind.viewer_rows:
                 if sig not in bus.signals:
                     continue
                 chans = bus.channels_of(sig)
                 width = sum(cap.channel(c).width for c in chans)
-                if sig in VECTORS or width > 1:
+                if sig in kind.vectors or width > 1:
                     row = Row(f"{bus.name}/{sig}", f"{label}[{width - 1}:0]", bus.name, "vector",
                               bits=width, height=22)
                     vectors.append((row, bus, sig))
@@ -222,7 +193,7 @@ class Document:
                     v = v ^ np.uint64((1 << shift) - 1 if shift < 64 else 0xFFFFFFFFFFFFFFFF)
                 builder.feed_indices(chunk.start, v, tb.times_at)
             return builder.build(self.end_ps)
-        from pcitrace.capture.profile import bus_clocks
+        from pcitrace.capture.clocked import bus_clocks
         keep = {k: v for k, v in bus.signals.items() if k in (sig, "clk", "frame_n", "rx_clk", "frame_present")}
         slim = dataclasses.replace(bus, signals=keep)
         for bc in bus_clocks(self.capture, slim, chunk_clocks=1 << 20):
@@ -247,40 +218,31 @@ class Document:
 
     def decode(self, *, progress: Callable = _progress_noop,
                cancelled: Callable[[], bool] = lambda: False) -> None:
-        from pcitrace.decode import decode_capture
-
+        """Decode, analyse and link through the pipeline. A user error in analysis (e.g. a
+        classification rule the capture cannot support) leaves the transactions to show."""
         total = max(self.total_clocks(), 1)
         done = [0]
 
-        def on_chunk(n):
-            if cancelled():
-                raise Cancelled()
-            done[0] += n
-            progress(min(done[0] / total, 1.0), "decoding")
+        def on_progress(stage: str, n: int) -> None:
+            if stage == "decode":
+                done[0] += n
+                progress(min(done[0] / total, 1.0), "decoding")
+            elif stage == "analyse":
+                progress(1.0, "analysing")
 
-        self.result = decode_capture(self.capture, self.profile, chunk_clocks=1 << 18,
-                                     progress=on_chunk)
+        self.analysis_error = None
+        try:
+            run = pipeline.run(self.capture, self.profile, chunk_clocks=1 << 18, progress=on_progress,
+                               cancelled=cancelled)
+        except PcitraceError as exc:
+            run = getattr(exc, "run", None)
+            if run is None or run.decoded is None:
+                raise
+            self.analysis_error = str(exc)
+        self.result, self.analysis, self.chains = run.decoded, run.analysis, run.chains
         for name, s in self.result.buses.items():
             if s.clock_hz and name not in self.periods:
                 self.periods[name] = 1e12 / s.clock_hz
-        if cancelled():
-            raise Cancelled()
-        from pcitrace.analyse import analyse
-        progress(1.0, "analysing")
-        self.analysis_error = None
-        try:
-            self.analysis = analyse(self.result)
-        except PcitraceError as exc:
-            # e.g. a bus without a clock rate: transactions are still worth showing
-            self.analysis, self.analysis_error = None, str(exc)
-        except Exception as exc:   # an analyser bug must not hide the decoded transactions
-            self.analysis, self.analysis_error = None, f"analysis failed: {type(exc).__name__}: {exc}"
-        try:
-            from pcitrace.analyse.wire import link_chains
-            self.chains = (link_chains(self.result, self.analysis)
-                           if self.result.frames and self.analysis is not None else {})
-        except Exception:   # the wire analysis is optional: frames are still drawn without links
-            self.chains = {}
         self._add_decoded_rows()
 
     def _add_decoded_rows(self) -> None:
@@ -318,7 +280,7 @@ class Document:
             self.bus_spans[name] = (recs["start_ps"][sel], np.maximum.accumulate(self.record_end[sel])
                                     if sel.any() else self.record_end[sel])
             # busy time straight from the records: the cursor figures need no analyser
-            if name in self.periods and res.buses[name].kind in ("pci", "pcix"):
+            if name in self.periods and buses.kind(res.buses[name].kind).transactions:
                 self.busy[name] = BusyTime.of(recs[sel], self.periods[name])
         new: list[Row] = []
         for bus in self.profile.buses:
@@ -350,7 +312,7 @@ class Document:
                     if name in self.busy:
                         new.append(Row(f"{name}/#occ", "Occupancy", name, "occupancy",
                                        self.busy[name], height=16))
-            elif bus.kind == "gbe_probe" and name in res.frames:
+            elif name in res.frames:
                 fr = res.frames[name]
                 new.append(Row(f"{name}/#frames", "Frames", name, "frames",
                                IntervalLOD(fr["start_ps"], fr["end_ps"]), height=24))

@@ -8,7 +8,6 @@ Every failure a file or profile can cause ends in an error dialog, never in a cr
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import traceback
@@ -24,6 +23,7 @@ from pcitrace.gui.document import Cancelled, Document, session_path_for
 from pcitrace.gui.table import ANY, TransactionPanel
 from pcitrace.gui.timeline import Timeline
 from pcitrace.gui.units import format_freq, format_time
+from pcitrace.records import write_csv
 
 SESSION_VERSION = 1
 CSV_FIELDS = ("index", "bus", "start_ps", "end_ps", "clocks", "command", "dac", "address", "data_phases",
@@ -691,19 +691,16 @@ class MainWindow(QtWidgets.QMainWindow):
         """The transactions the table filter shows, in table order, written atomically."""
         if self.doc is None or self.doc.result is None:
             raise PcitraceError("nothing to export yet", fix="open a capture and wait for decoding")
-        rec = self.doc.result.records
+        idx = np.asarray(self.table.filtered_records(), np.int64)
+        rec = self.doc.result.records[idx]
+        rows = np.zeros(len(idx), [("index", np.int64)] + [(f, rec.dtype[f]) for f in CSV_FIELDS[1:]])
+        rows["index"] = idx
+        for f in CSV_FIELDS[1:]:
+            rows[f] = rec[f]
         with atomic_path(path) as tmp:
             with open(tmp, "w", newline="") as fh:
-                w = csv.writer(fh)
-                w.writerow(CSV_FIELDS)
-                for i in self.table.filtered_records():
-                    r = rec[int(i)]
-                    row = [int(i)]
-                    for f in CSV_FIELDS[1:]:
-                        v = r[f]
-                        row.append(f"0x{int(v):08x}" if f == "address" else
-                                   v.item() if hasattr(v, "item") else v)
-                    w.writerow(row)
+                write_csv(fh, [rows], CSV_FIELDS, formats={"address": lambda v: f"0x{v:08x}"},
+                          lineterminator="\r\n")
 
     # -- sessions --------------------------------------------------------------------------
     def session_dict(self) -> dict:

@@ -7,15 +7,17 @@ the NIC's identity); nothing reads files, so the same code serves the CLI, the v
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from pcitrace import buses
 from pcitrace.analyse import csr, dma, metrics
 from pcitrace.analyse import packets as pk
 from pcitrace.analyse.classify import CSR, DMA, OTHER, READ, WRITE, ad_captured, classify, directions
 from pcitrace.analyse.occupancy import BusyTime, OccupancySplit, rolling, split_clocks
 from pcitrace.analyse.stats import Distribution, Histogram
+from pcitrace.records import BusSummary
 
 GBE_US_PER_BYTE = 0.008
 # Bytes a frame occupies on the wire beyond what the NIC DMAs (destination .. payload):
@@ -40,39 +42,8 @@ class AnalysisOptions:
     histogram_bins: int = 20
 
 
-@dataclasses.dataclass(frozen=True)
-class BusFacts:
-    """What the analyser needs to know about a bus besides its records (a decode BusSummary fits)."""
-
-    name: str
-    width: int
-    clock_hz: float
-    clocks: int
-    start_ps: int
-    end_ps: int
-    kind: str = "pci"
-    mode: str = "pci"
-    busy_clocks: int | None = None   # FRAME# or IRDY# asserted, counted on the bus by the decoder
-
-    @classmethod
-    def of(cls, summary) -> "BusFacts":
-        clock_hz = getattr(summary, "clock_hz", None)
-        clocks = int(summary.clocks)
-        if not clock_hz:
-            span = int(summary.end_ps) - int(summary.start_ps)
-            clock_hz = 1e12 * max(clocks - 1, 1) / span if span > 0 else 33e6
-        return cls(name=summary.name, width=int(getattr(summary, "width", 32) or 32),
-                   clock_hz=float(clock_hz), clocks=clocks, start_ps=int(summary.start_ps),
-                   end_ps=int(summary.end_ps), kind=getattr(summary, "kind", "pci"),
-                   mode=getattr(summary, "mode", "pci"), busy_clocks=getattr(summary, "busy_clocks", None))
-
-    @property
-    def period_ps(self) -> float:
-        return 1e12 / self.clock_hz
-
-    @property
-    def duration_ps(self) -> float:
-        return self.clocks * self.period_ps
+# What the analyser knows of a bus besides its records: the decoder's summary (one type)
+BusFacts = BusSummary
 
 
 # Per-packet figures that get distributions and histograms: name -> (packet field, scale to report unit)
@@ -215,39 +186,17 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
                        rt, ro, window, pause_after, ppi, dists, hists)
 
 
-def _bars_by_bus(profile) -> dict[str, list]:
-    out = {}
-    for bus in getattr(profile, "buses", None) or []:
-        nic = getattr(bus, "nic", None)
-        out[bus.name] = list(getattr(nic, "bars", None) or [])
-    return out
-
-
-def _ad_by_bus(profile) -> dict[str, bool]:
-    out = {}
-    for bus in getattr(profile, "buses", None) or []:
-        sig = getattr(bus, "signals", None)
-        if sig is not None:
-            out[bus.name] = "ad" in sig
-    return out
-
-
 def analyse(decode_result, options: AnalysisOptions | None = None) -> Analysis:
-    """Analyse every PCI / PCI-X bus of a DecodeResult (``.records``, ``.buses``, ``.profile``)."""
+    """Analyse every PCI / PCI-X bus of a DecodeResult (``.records``, ``.buses``, ``.findings``)."""
     o = options or AnalysisOptions()
     records = decode_result.records
-    bars = _bars_by_bus(getattr(decode_result, "profile", None))
-    ad = _ad_by_bus(getattr(decode_result, "profile", None))
     out: dict[str, BusAnalysis] = {}
-    summaries: Mapping = getattr(decode_result, "buses", {}) or {}
-    for name, summary in summaries.items():
-        if getattr(summary, "kind", "pci") not in ("pci", "pcix"):
+    for name, summary in decode_result.buses.items():
+        if not buses.kind(summary.kind).transactions:
             continue
-        facts = BusFacts.of(summary)
         mine = records[records["bus"] == name] if len(records) else records
-        out[name] = analyse_bus(mine, facts, bars.get(name), o, have_ad=ad.get(name))
-    findings = getattr(decode_result, "findings", None)
-    return Analysis(out, o, int(len(findings)) if findings is not None else 0)
+        out[name] = analyse_bus(mine, summary.with_clock(), list(summary.bars), o, have_ad=summary.have_ad)
+    return Analysis(out, o, int(len(decode_result.findings)))
 
 
 __all__ = ["AnalysisOptions", "BusFacts", "BusAnalysis", "Analysis", "analyse", "analyse_bus",

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pcitrace.errors import PcitraceError
+from pcitrace.records import READ_COMMANDS, WRITE_COMMANDS
 
 CSR, DMA, OTHER = 0, 1, 2
 CLASS_NAMES = ("csr", "dma", "other")
@@ -34,12 +35,6 @@ RULES = ("auto", "gnt+bar", "gnt", "bar", "length")
 # WRITE = NIC writes host memory (received frames, status write-back).
 UNKNOWN_DIR, READ, WRITE = 0, 1, 2
 
-_READ_COMMANDS = {"mem_read", "mem_read_multiple", "mem_read_line", "io_read", "config_read",
-                  "mem_read_dword", "mem_read_block", "mem_read_block_alias", "int_ack",
-                  # The completer's split completion carries read data to the requester.
-                  "split_completion"}
-_WRITE_COMMANDS = {"mem_write", "mem_write_invalidate", "io_write", "config_write",
-                   "mem_write_block", "mem_write_block_alias", "special", "device_id_message"}
 _NOT_DMA_COMMANDS = {"config_read", "config_write", "int_ack", "special"}
 
 
@@ -47,8 +42,8 @@ def directions(records: np.ndarray) -> np.ndarray:
     """int8 per record: READ, WRITE or UNKNOWN_DIR (no C/BE# captured)."""
     cmd = records["command"]
     out = np.zeros(len(records), np.int8)
-    out[np.isin(cmd, list(_READ_COMMANDS))] = READ
-    out[np.isin(cmd, list(_WRITE_COMMANDS))] = WRITE
+    out[np.isin(cmd, list(READ_COMMANDS))] = READ
+    out[np.isin(cmd, list(WRITE_COMMANDS))] = WRITE
     return out
 
 

@@ -11,10 +11,13 @@ sampled (.sr) capture, the sample before the edge sample.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from pcitrace.capture.model import Capture, TimeBase
+from pcitrace.buses.pci import CONTROL_CODE
+from pcitrace.capture.model import CHANGES, EDGES, FLIPS, Capture, LineCode, SampleTimes, TimeBase
+from pcitrace.capture.profile import VECTOR_SIGNALS, BusProfile, check_bus
 from pcitrace.errors import PcitraceError
 
 
@@ -296,3 +299,229 @@ def resample(capture: Capture, samplerate_hz: float) -> Capture:
     meta = dict(capture.metadata)
     meta["resampled_hz"] = samplerate_hz
     return Capture(capture.channels, tb, n, source, meta, capture.path)
+
+
+# -- bus clocks ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class BusChunk:
+    """Clocks [start_clock, start_clock + len) of a bus: ``sig`` holds one entry per clock
+    of each signal; ``times`` their times, as an int64 array or (uniform-rate state
+    captures) a SampleTimes that computes them only where read."""
+
+    start_clock: int
+    times: np.ndarray | SampleTimes
+    sig: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @property
+    def times_ps(self) -> np.ndarray:
+        """The times as an int64 array."""
+        if isinstance(self.times, SampleTimes):
+            self.times = np.asarray(self.times)
+        return self.times
+
+
+def _signal_width(capture: Capture, bus: BusProfile, sig: str) -> int:
+    return sum(capture.channel(c).width for c in bus.channels_of(sig))
+
+
+def _assemble(bus: BusProfile, sig: str, data: dict[str, np.ndarray], widths: dict[str, int],
+              idx: np.ndarray | None) -> np.ndarray:
+    chans = bus.channels_of(sig)
+    vector = sig in VECTOR_SIGNALS
+    if not vector:
+        a = data[chans[0]]
+        a = a[idx] if idx is not None else a
+        a = a.astype(np.uint8, copy=True)
+        if sig in bus.inverted:
+            a ^= np.uint8(1)
+        return a
+    out = None
+    shift = 0
+    for c in chans:
+        a = data[c]
+        a = a[idx] if idx is not None else a
+        a = a.astype(np.uint64)
+        if shift:
+            a = a << np.uint64(shift)
+        out = a if out is None else (out | a)
+        shift += widths[c]
+    if sig in bus.inverted:
+        mask = np.uint64((1 << shift) - 1) if shift < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+        out ^= mask
+    return out
+
+
+def _invert(bus: BusProfile, sig: str, a: np.ndarray, widths: dict[str, int]) -> np.ndarray:
+    """Undo the profile's inversion of an assembled signal in place (``a`` is fresh)."""
+    if sig not in bus.inverted:
+        return a
+    if sig not in VECTOR_SIGNALS:
+        a ^= np.uint8(1)
+        return a
+    shift = sum(widths[c] for c in bus.channels_of(sig))
+    a ^= np.uint64((1 << shift) - 1) if shift < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    return a
+
+
+def _cat(parts: list) -> np.ndarray | SampleTimes:
+    # one part (reads the size of a chunk, the usual case; the last chunk's empty remainder
+    # aside) is passed on without a copy
+    full = [p for p in parts if len(p)]
+    if len(full) == 1:
+        return full[0]
+    if full and all(isinstance(p, SampleTimes) for p in full) and all(
+            b.follows(a) for a, b in zip(full, full[1:])):
+        return full[0].joined(full[-1])
+    return np.concatenate([np.asarray(p) for p in parts])
+
+
+def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
+               profile_name: str = "profile", *, read_samples: int | None = None,
+               control_code: bool = False, watch: Sequence[str] = (),
+               on_changes: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
+               ) -> Iterator[BusChunk]:
+    """One entry per bus clock, in chunks of ``chunk_clocks`` (the last may be shorter).
+
+    ``read_samples``: samples read from the capture at a time (timing captures); edge
+    detection and "value before the edge" carry across those reads.
+    ``control_code``: where the capture can make it straight from packed samples (a state
+    .sr), a PCI bus's chunks have ``sig["code"]`` (uint8, CONTROL_CODE bits of the asserted
+    lines) in place of FRAME#, IRDY#, TRDY#, STOP# and DEVSEL#; otherwise the lines.
+    ``watch`` / ``on_changes``: where a timing capture gives the clocks from packed samples,
+    it also watches these 1-bit signals over every sample, in the same read, and calls
+    ``on_changes(clock_edges, change_samples, flips)`` once per block read, in order (sample
+    numbers; bit i of a flip = ``watch[i]`` changed there). Never called otherwise: the
+    caller then makes a pass of its own (the glitch scan of pcitrace.decode).
+    """
+    check_bus(capture, bus, profile_name)
+    if len(watch) > 8:
+        raise ValueError("bus_clocks watches at most 8 lines (one code byte)")
+    chunk_clocks = max(1, int(chunk_clocks))
+    chans = list(dict.fromkeys(bus.all_channels()))
+    widths = {c: capture.channel(c).width for c in chans}
+    sigs = [s for s in bus.signals if s != bus.bus_kind.clock]
+    tb = capture.timebase
+
+    pend_t: list[np.ndarray] = []
+    pend: dict[str, list[np.ndarray]] = {s: [] for s in sigs}
+    npend = 0
+    clock_no = 0
+    prev_clk = None                       # clock level at the last sample of the last chunk
+    prev_vals: dict[str, np.ndarray] | None = None   # last sample of each channel (for 'before')
+
+    def flush(final: bool):
+        nonlocal pend_t, pend, npend, clock_no
+        while npend >= chunk_clocks or (final and npend):
+            t = _cat(pend_t)
+            cols = {s: _cat(v) for s, v in pend.items()}
+            take = min(chunk_clocks, npend)
+            yield BusChunk(clock_no, t[:take], {s: v[:take] for s, v in cols.items()})
+            clock_no += take
+            npend -= take
+            pend_t = [t[take:]]
+            pend = {s: [v[take:]] for s, v in cols.items()}
+
+    def packed_fields(clock: str | None, read: int):
+        """The capture's own assembly of the fields (from packed samples), or None; with
+        ``control_code``, the code in place of the five control lines where it can."""
+        nonlocal sigs, pend
+        fields = {s: (bus.channels_of(s) if s in VECTOR_SIGNALS else bus.channels_of(s)[0])
+                  for s in sigs}
+        changes = (LineCode(tuple(bus.channels_of(s)[0] for s in watch), tuple(1 << i for i in range(len(watch))),
+                            (1,) * len(watch)) if clock is not None and watch and on_changes is not None else None)
+        if control_code and bus.is_pci and all(s in fields for s, _ in CONTROL_CODE):
+            coded = {s: v for s, v in fields.items() if s not in dict(CONTROL_CODE)}
+            # asserted = low, unless the probe shows the line inverted
+            coded["code"] = LineCode(tuple(fields[s] for s, _ in CONTROL_CODE), tuple(w for _, w in CONTROL_CODE),
+                                     tuple(int(s in bus.inverted) for s, _ in CONTROL_CODE))
+            packed = capture.iter_fields(coded, chunk_samples=read, clock=clock, changes=changes)
+            if packed is not None:
+                sigs = [s for s in sigs if s not in dict(CONTROL_CODE)] + ["code"]
+                pend = {s: [] for s in sigs}
+                return packed
+        return capture.iter_fields(fields, chunk_samples=read, clock=clock, changes=changes)
+
+    def from_packed(packed, clocked: bool):
+        # only the profile's inversions are left to apply (a code has them already)
+        nonlocal npend
+        for ch in packed:
+            if CHANGES in ch.data:
+                on_changes(ch.data[EDGES], ch.data[CHANGES], ch.data[FLIPS])
+            if ch.length == 0:
+                continue
+            if clocked:
+                pend_t.append(tb.times_at(ch.data[EDGES]))
+            else:
+                pend_t.append(tb.lazy_times(ch.start, ch.start + ch.length))
+            for s in sigs:
+                pend[s].append(ch.data[s] if s == "code" else _invert(bus, s, ch.data[s], widths))
+            npend += ch.length
+            yield from flush(False)
+        yield from flush(True)
+
+    if tb.mode == "state":
+        # every sample is a clock; re-chunk so chunks are exactly chunk_clocks long
+        read = read_samples or chunk_clocks
+        packed = packed_fields(None, read)
+        if packed is not None:
+            yield from from_packed(packed, False)
+            return
+        for ch in capture.iter_chunks(chans, chunk_samples=read):
+            if ch.length == 0:
+                continue
+            pend_t.append(tb.lazy_times(ch.start, ch.start + ch.length))
+            for s in sigs:
+                pend[s].append(_assemble(bus, s, ch.data, widths, None))
+            npend += ch.length
+            yield from flush(False)
+        yield from flush(True)
+        return
+
+    clk = bus.clock
+    if clk is None:
+        raise PcitraceError(f"bus {bus.name!r} is in a timing capture but has no clock channel",
+                            path=capture.path, where=f"profile {profile_name}",
+                            fix=f"map {bus.bus_kind.clock} to the clock channel "
+                                "in the profile")
+    if tb.event_timed and hasattr(capture, "change_times"):
+        # VCD change lists: the clocked view samples them directly, then stream it.
+        state = clocked_view(capture, clk)
+        yield from bus_clocks(state, dataclasses.replace(bus, signals={
+            k: v for k, v in bus.signals.items() if k != bus.bus_kind.clock}),
+            chunk_clocks, profile_name, read_samples=read_samples)
+        return
+    before = tb.event_timed  # values just before the edge (event-timed captures)
+    read_chunk = int(read_samples) if read_samples else max(chunk_clocks, 1 << 16)
+    if not before:
+        packed = packed_fields(clk, read_chunk)
+        if packed is not None:
+            yield from from_packed(packed, True)
+            return
+
+    for ch in capture.iter_chunks(chans, chunk_samples=read_chunk):
+        c = ch.data[clk]
+        n = len(c)
+        if n == 0:
+            continue
+        rise = rising_edges(c, prev_clk)
+        if len(rise):
+            if before:
+                # Value just before the edge = sample rise-1, which may be the previous chunk's last.
+                src = {k: (np.concatenate((prev_vals[k], v)) if prev_vals is not None
+                           else np.concatenate((v[:1], v)))
+                       for k, v in ch.data.items()}
+                idx = rise  # shifted by the one prepended sample: rise-1+1
+            else:
+                src, idx = ch.data, rise
+            pend_t.append(tb.times_at(rise + ch.start))
+            for s in sigs:
+                pend[s].append(_assemble(bus, s, src, widths, idx))
+            npend += len(rise)
+        prev_clk = c[-1]
+        prev_vals = {k: v[-1:].copy() for k, v in ch.data.items()}
+        yield from flush(False)
+    yield from flush(True)

@@ -22,10 +22,8 @@ Canonical PCI signals: clk, frame_n, irdy_n, trdy_n, stop_n, devsel_n, ad, cbe_n
 req64_n, ack64_n, idsel, req_n, gnt_n, perr_n, serr_n, inta_n, rst_n. Probe signals
 (kind gbe_probe): frame_present, sof, rxd, rx_dv, rx_er, rx_clk (+ ``link_bps``).
 
-``bus_clocks`` streams one entry per bus clock: a timing capture with a uniform sample rate is
-read at the first sample where CLK reads 1 after 0 (docs/records.md); an event-timed capture
-(VCD) is read just before each rising CLK edge (the clocked view); a state capture is every
-sample. 1-bit signals come out as uint8 electrical levels (inversion undone), vectors uint64.
+What each kind of bus has (signals, channel names, clock) is in ``pcitrace.buses``; a bus's
+clocks are streamed by ``pcitrace.capture.clocked.bus_clocks``.
 """
 
 from __future__ import annotations
@@ -35,23 +33,16 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-import numpy as np
-
+from pcitrace import buses
+from pcitrace.buses import BusKind
 from pcitrace.capture._atomic import atomic_path
-from pcitrace.capture.clocked import rising_edges
-from pcitrace.capture.model import CHANGES, EDGES, FLIPS, Capture, LineCode, SampleTimes
+from pcitrace.capture.model import Capture
 from pcitrace.errors import PcitraceError
 
-PCI_SIGNALS = ("clk", "frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n", "ad", "cbe_n", "par",
-               "par64", "req64_n", "ack64_n", "idsel", "req_n", "gnt_n", "perr_n", "serr_n",
-               "inta_n", "rst_n")
-PROBE_SIGNALS = ("frame_present", "sof", "rxd", "rx_dv", "rx_er", "rx_clk")
-VECTOR_SIGNALS = {"ad": 64, "cbe_n": 8, "rxd": 8}
-KINDS = ("pci", "pcix", "gbe_probe")
-DEFAULT_LINK_BPS = 1e9
+VECTOR_SIGNALS = buses.all_vectors()
+KINDS = tuple(buses.KINDS)
 
 
 @dataclasses.dataclass
@@ -78,18 +69,24 @@ class BusProfile:
     link_bps: float | None = None
 
     @property
+    def bus_kind(self) -> BusKind:
+        """What this kind of bus is (pcitrace.buses)."""
+        return buses.kind(self.kind)
+
+    @property
     def mode(self) -> str:
         """'pcix' or 'pci' (probe links report 'pci' but have no bus mode)."""
-        return "pcix" if self.kind == "pcix" else "pci"
+        return self.bus_kind.mode
 
     @property
     def is_pci(self) -> bool:
-        return self.kind in ("pci", "pcix")
+        """It carries PCI / PCI-X transactions."""
+        return self.bus_kind.transactions
 
     @property
     def clock(self) -> str | None:
         """The capture channel of the bus clock, if the profile names one."""
-        c = self.signals.get("clk" if self.is_pci else "rx_clk")
+        c = self.signals.get(self.bus_kind.clock)
         return c if isinstance(c, str) else None
 
     def channels_of(self, signal: str) -> list[str]:
@@ -129,7 +126,7 @@ class Profile:
 
     @property
     def probe_buses(self) -> list[BusProfile]:
-        return [b for b in self.buses if b.kind == "gbe_probe"]
+        return [b for b in self.buses if not b.is_pci]
 
     def describe(self) -> str:
         return self.path or self.source
@@ -146,36 +143,53 @@ def _err(path, where, msg, fix="correct the profile (see `pcitrace info CAPTURE`
     return PcitraceError(msg, path=path, where=where, fix=fix)
 
 
+_BUS_KEYS = {"name", "kind", "mode", "signals", "inverted", "width", "clock_hz", "nic", "link_bps"}
+
+
 def _parse_bus(path, i: int, t: dict) -> BusProfile:
     where = f"[[bus]] #{i + 1}"
     if not isinstance(t, dict):
         raise _err(path, where, "each [[bus]] entry must be a table")
-    known = {"name", "kind", "mode", "signals", "inverted", "width", "clock_hz", "nic",
-             "link_bps"}
-    extra = set(t) - known
+    extra = set(t) - _BUS_KEYS
     if extra:
-        raise _err(path, where, f"unknown keys {sorted(extra)}; known: {sorted(known)}")
+        raise _err(path, where, f"unknown keys {sorted(extra)}; known: {sorted(_BUS_KEYS)}")
     name = t.get("name")
     if not isinstance(name, str) or not name:
         raise _err(path, where, "the bus needs a name = \"...\"")
     where = f"[[bus]] {name!r}"
-    kind = t.get("kind", "pci")
-    mode = t.get("mode")
+    kind = _parse_kind(path, where, t.get("kind", "pci"), t.get("mode"))
+    signals = _parse_signals(path, where, kind, t.get("signals", {}))
+    inverted = _parse_inverted(path, where, t.get("inverted", []), signals)
+    width = t.get("width", 32)
+    if width not in (8, 16, 32, 64) or isinstance(width, bool):
+        raise _err(path, f"{where} width", f"width = {width!r}; use 32 or 64")
+    clock_hz = _parse_rate(path, f"{where} clock_hz", "clock_hz", t.get("clock_hz"), "a frequency in Hz")
+    link = _parse_rate(path, f"{where} link_bps", "link_bps", t.get("link_bps"), "a bit rate")
+    return BusProfile(name=name, kind=kind.name, signals=signals, inverted=inverted, width=int(width),
+                      clock_hz=clock_hz, nic=_parse_nic(path, f"{where} nic", t.get("nic", {}), signals),
+                      link_bps=link or kind.default_link_bps)
+
+
+def _parse_kind(path, where: str, kind, mode) -> BusKind:
+    """``kind``, with ``mode = "pci" | "pcix"`` choosing between the two on a PCI bus."""
     if kind not in KINDS:
         raise _err(path, where, f"kind = {kind!r} is not one of {', '.join(KINDS)}")
-    if mode is not None:
-        if mode not in ("pci", "pcix") or kind == "gbe_probe":
-            raise _err(path, where, f"mode = {mode!r}: must be 'pci' or 'pcix' on a PCI bus")
-        kind = mode if kind in ("pci", "pcix") else kind
-    allowed = PROBE_SIGNALS if kind == "gbe_probe" else PCI_SIGNALS
-    sigs = t.get("signals", {})
+    k = buses.kind(kind)
+    if mode is None:
+        return k
+    if mode not in ("pci", "pcix") or not k.transactions:
+        raise _err(path, where, f"mode = {mode!r}: must be 'pci' or 'pcix' on a PCI bus")
+    return buses.kind(mode)
+
+
+def _parse_signals(path, where: str, kind: BusKind, sigs) -> dict[str, str | list[str]]:
     if not isinstance(sigs, dict) or not sigs:
         raise _err(path, where, "the bus needs a [bus.signals] table mapping signals to channels")
     signals: dict[str, str | list[str]] = {}
     for k, v in sigs.items():
-        if k not in allowed:
+        if k not in kind.signals:
             raise _err(path, f"{where} signals.{k}",
-                       f"unknown signal {k!r}; {kind} signals are {', '.join(allowed)}")
+                       f"unknown signal {k!r}; {kind.name} signals are {', '.join(kind.signals)}")
         if isinstance(v, str) and v:
             signals[k] = v
         elif isinstance(v, list) and v and all(isinstance(x, str) and x for x in v):
@@ -183,43 +197,46 @@ def _parse_bus(path, i: int, t: dict) -> BusProfile:
         else:
             raise _err(path, f"{where} signals.{k}",
                        "must be a channel name or a list of bit channel names (LSB first)")
-    inv = t.get("inverted", [])
+    return signals
+
+
+def _parse_inverted(path, where: str, inv, signals) -> set[str]:
     if not isinstance(inv, list) or not all(isinstance(x, str) for x in inv):
         raise _err(path, f"{where} inverted", "must be a list of signal names")
     for x in inv:
         if x not in signals:
             raise _err(path, f"{where} inverted", f"{x!r} is not one of this bus's signals")
-    width = t.get("width", 32)
-    if width not in (8, 16, 32, 64) or isinstance(width, bool):
-        raise _err(path, f"{where} width", f"width = {width!r}; use 32 or 64")
-    clock_hz = t.get("clock_hz")
-    if clock_hz is not None and (not isinstance(clock_hz, (int, float)) or isinstance(clock_hz, bool)
-                                 or not math.isfinite(clock_hz) or clock_hz <= 0):
-        raise _err(path, f"{where} clock_hz", f"clock_hz = {clock_hz!r} is not a frequency in Hz")
-    link = t.get("link_bps")
-    if link is not None and (not isinstance(link, (int, float)) or link <= 0):
-        raise _err(path, f"{where} link_bps", f"link_bps = {link!r} is not a bit rate")
-    nic_t = t.get("nic", {})
+    return set(inv)
+
+
+def _parse_rate(path, where: str, key: str, value, what: str) -> float | None:
+    """A positive, finite number of Hz or bit/s, or None when not given."""
+    if value is None:
+        return None
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            or value <= 0):
+        raise _err(path, where, f"{key} = {value!r} is not {what}")
+    return float(value)
+
+
+def _parse_nic(path, where: str, nic_t, signals) -> NicIdentity:
     if not isinstance(nic_t, dict):
-        raise _err(path, f"{where} nic", "must be a table")
+        raise _err(path, where, "must be a table")
     bad = set(nic_t) - {"gnt", "req", "bars"}
     if bad:
-        raise _err(path, f"{where} nic", f"unknown keys {sorted(bad)}; known: bars, gnt, req")
+        raise _err(path, where, f"unknown keys {sorted(bad)}; known: bars, gnt, req")
     for key in ("gnt", "req"):
         v = nic_t.get(key)
         if v is not None and (not isinstance(v, str) or v not in signals):
-            raise _err(path, f"{where} nic.{key}",
+            raise _err(path, f"{where}.{key}",
                        f"{v!r} must name one of this bus's signals (e.g. \"{key}_n\")")
     bars = []
     for j, r in enumerate(nic_t.get("bars", [])):
         if (not isinstance(r, list) or len(r) != 2 or not all(isinstance(x, int) for x in r)
                 or r[0] > r[1] or r[0] < 0):
-            raise _err(path, f"{where} nic.bars[{j}]", f"{r!r} must be [low, high] addresses, low <= high")
+            raise _err(path, f"{where}.bars[{j}]", f"{r!r} must be [low, high] addresses, low <= high")
         bars.append((int(r[0]), int(r[1])))
-    return BusProfile(name=name, kind=kind, signals=signals, inverted=set(inv), width=int(width),
-                      clock_hz=float(clock_hz) if clock_hz else None,
-                      nic=NicIdentity(nic_t.get("gnt"), nic_t.get("req"), bars),
-                      link_bps=float(link) if link else (DEFAULT_LINK_BPS if kind == "gbe_probe" else None))
+    return NicIdentity(nic_t.get("gnt"), nic_t.get("req"), bars)
 
 
 def parse_profile(data: dict, path=None) -> Profile:
@@ -286,7 +303,7 @@ def dump_profile(profile: Profile) -> str:
             lines.append(f"width = {b.width}")
         if b.clock_hz:
             lines.append(f"clock_hz = {_toml_num(b.clock_hz)}")
-        if b.link_bps and b.kind == "gbe_probe":
+        if b.link_bps and b.bus_kind.default_link_bps is not None:
             lines.append(f"link_bps = {_toml_num(b.link_bps)}")
         if b.inverted:
             lines.append("inverted = [" + ", ".join(_toml_str(x) for x in sorted(b.inverted)) + "]")
@@ -315,16 +332,7 @@ def save_profile(profile: Profile, path) -> None:
 # -- auto-detection ------------------------------------------------------------------------
 
 # Base names (upper case, active-low markers and separators removed) -> canonical signal.
-_BASE = {
-    "CLK": "clk", "PCICLK": "clk", "PCICLOCK": "clk", "CLOCK": "clk", "PCLK": "clk",
-    "FRAME": "frame_n", "IRDY": "irdy_n", "TRDY": "trdy_n", "STOP": "stop_n",
-    "DEVSEL": "devsel_n", "AD": "ad", "CBE": "cbe_n", "PAR": "par", "PAR64": "par64",
-    "REQ64": "req64_n", "ACK64": "ack64_n", "IDSEL": "idsel", "REQ": "req_n", "GNT": "gnt_n",
-    "PERR": "perr_n", "SERR": "serr_n", "INTA": "inta_n", "RST": "rst_n",
-    "FRAMEPRESENT": "frame_present", "SOF": "sof", "RXD": "rxd", "RXDV": "rx_dv",
-    "RXER": "rx_er", "RXCLK": "rx_clk",
-}
-_PROBE = set(PROBE_SIGNALS)
+_BASE = {name: sig for k in buses.KINDS.values() for name, sig in k.channel_names.items()}
 _LOW_PREFIX = re.compile(r"^(?:/|!|~|N_|n_|not_)")
 _LOW_SUFFIX = re.compile(r"(?:#|_N|_n|_L|_l|_B|_b|\*|N#)$")
 _RANGE = re.compile(r"^(.*?)\s*[\[(]\s*(\d+)\s*(?::\s*(\d+)\s*)?[\])]$")
@@ -380,59 +388,65 @@ def detect_profile(capture: Capture) -> Profile:
         g = groups.setdefault(prefix, {})
         g.setdefault(canon, []).append((ch, bit, rng))
 
-    buses = []
+    found = []
     for prefix, g in groups.items():
-        if "frame_n" in g and ("ad" in g or "irdy_n" in g):
-            bus = _bus_from_group(capture, prefix or "pci", g, PCI_SIGNALS, "pci")
-            if bus:
-                buses.append(bus)
-        if "rxd" in g or "frame_present" in g or "sof" in g:
-            bus = _bus_from_group(capture, prefix or "probe", g, PROBE_SIGNALS, "gbe_probe")
-            if bus:
-                buses.append(bus)
-    names = [b.name for b in buses]
-    for b in buses:  # a capture with both a PCI bus and probe lines under one prefix
-        if names.count(b.name) > 1 and b.kind == "gbe_probe":
+        for kind in buses.DETECTABLE:
+            if kind.detect(set(g)):
+                bus = _bus_from_group(capture, prefix or kind.default_name, g, kind)
+                if bus:
+                    found.append(bus)
+    names = [b.name for b in found]
+    for b in found:  # a capture with both a PCI bus and probe lines under one prefix
+        if names.count(b.name) > 1 and not b.is_pci:
             b.name = f"{b.name}.probe"
-    return Profile(buses, source="auto-detected")
+    return Profile(found, source="auto-detected")
 
 
-def _bus_from_group(capture, name, g, allowed, kind) -> BusProfile | None:
+def _vector_channels(cands) -> str | list[str] | None:
+    """A vector signal's channel: one vector channel, or 1-bit channels numbered 0..n-1."""
+    whole = [c for c, bit, rng in cands if bit is None and (c.width > 1 or rng)]
+    if len(whole) == 1 and whole[0].width > 1:
+        return whole[0].name
+    bits = {bit: c.name for c, bit, rng in cands if bit is not None and c.width == 1}
+    if bits and sorted(bits) == list(range(len(bits))):
+        return [bits[i] for i in range(len(bits))]
+    if len(whole) == 1:
+        return whole[0].name
+    return None
+
+
+def _line_channel(cands) -> str | None:
+    """A 1-bit signal's channel: the one plain 1-bit channel of that name."""
+    singles = [c for c, bit, rng in cands if c.width == 1 and bit is None and rng is None]
+    return singles[0].name if len(singles) == 1 else None
+
+
+def _ad_width(capture: Capture, signals) -> int:
+    if "ad" not in signals:
+        return 32
+    nbits = sum(capture.channel(c).width for c in
+                ([signals["ad"]] if isinstance(signals["ad"], str) else signals["ad"]))
+    return 64 if nbits > 32 else 32
+
+
+def _bus_from_group(capture, name, g, kind: BusKind) -> BusProfile | None:
+    """The bus of ``kind`` that a group of recognised channels makes, if they are enough."""
     signals: dict[str, str | list[str]] = {}
-    for canon in allowed:
+    for canon in kind.signals:
         cands = g.get(canon)
         if not cands:
             continue
-        if canon in VECTOR_SIGNALS:
-            whole = [c for c, bit, rng in cands if bit is None and (c.width > 1 or rng)]
-            if len(whole) == 1 and whole[0].width > 1:
-                signals[canon] = whole[0].name
-                continue
-            bits = {bit: c.name for c, bit, rng in cands if bit is not None and c.width == 1}
-            if bits and sorted(bits) == list(range(len(bits))):
-                signals[canon] = [bits[i] for i in range(len(bits))]
-            elif len(whole) == 1:
-                signals[canon] = whole[0].name
-            continue
-        singles = [c for c, bit, rng in cands if c.width == 1 and bit is None and rng is None]
-        if len(singles) == 1:
-            signals[canon] = singles[0].name
-    if kind == "pci" and "frame_n" not in signals:
+        chan = _vector_channels(cands) if canon in VECTOR_SIGNALS else _line_channel(cands)
+        if chan is not None:
+            signals[canon] = chan
+    if not kind.usable(signals):
         return None
-    if kind == "gbe_probe" and not ({"rxd", "frame_present", "sof"} & set(signals)):
-        return None
-    width = 32
-    if "ad" in signals:
-        nbits = sum(capture.channel(c).width for c in
-                    ([signals["ad"]] if isinstance(signals["ad"], str) else signals["ad"]))
-        width = 64 if nbits > 32 else 32
     tb = capture.timebase
     clock_hz = tb.clock_hz if tb.mode == "state" and tb.clock_hz else None
     nic = NicIdentity(gnt="gnt_n" if "gnt_n" in signals else None,
-                      req="req_n" if "req_n" in signals else None)
-    return BusProfile(name=name, kind=kind, signals=signals, width=width, clock_hz=clock_hz,
-                      nic=nic if kind != "gbe_probe" else NicIdentity(),
-                      link_bps=DEFAULT_LINK_BPS if kind == "gbe_probe" else None)
+                      req="req_n" if "req_n" in signals else None) if kind.has_nic else NicIdentity()
+    return BusProfile(name=name, kind=kind.name, signals=signals, width=_ad_width(capture, signals),
+                      clock_hz=clock_hz, nic=nic, link_bps=kind.default_link_bps)
 
 
 def sidecar_profile_path(capture_path) -> Path | None:
@@ -499,233 +513,3 @@ def check_bus(capture: Capture, bus: BusProfile, profile_name: str = "profile") 
         raise PcitraceError(f"bus {bus.name!r} has no frame_n channel", path=capture.path,
                             where=f"profile {profile_name}",
                             fix="map frame_n to the FRAME# channel")
-
-
-@dataclasses.dataclass
-class BusChunk:
-    """Clocks [start_clock, start_clock + len) of a bus: ``sig`` holds one entry per clock
-    of each signal; ``times`` their times, as an int64 array or (uniform-rate state
-    captures) a SampleTimes that computes them only where read."""
-
-    start_clock: int
-    times: np.ndarray | SampleTimes
-    sig: dict[str, np.ndarray]
-
-    def __len__(self) -> int:
-        return len(self.times)
-
-    @property
-    def times_ps(self) -> np.ndarray:
-        """The times as an int64 array."""
-        if isinstance(self.times, SampleTimes):
-            self.times = np.asarray(self.times)
-        return self.times
-
-
-def _signal_width(capture: Capture, bus: BusProfile, sig: str) -> int:
-    return sum(capture.channel(c).width for c in bus.channels_of(sig))
-
-
-def _assemble(bus: BusProfile, sig: str, data: dict[str, np.ndarray], widths: dict[str, int],
-              idx: np.ndarray | None) -> np.ndarray:
-    chans = bus.channels_of(sig)
-    vector = sig in VECTOR_SIGNALS
-    if not vector:
-        a = data[chans[0]]
-        a = a[idx] if idx is not None else a
-        a = a.astype(np.uint8, copy=True)
-        if sig in bus.inverted:
-            a ^= np.uint8(1)
-        return a
-    out = None
-    shift = 0
-    for c in chans:
-        a = data[c]
-        a = a[idx] if idx is not None else a
-        a = a.astype(np.uint64)
-        if shift:
-            a = a << np.uint64(shift)
-        out = a if out is None else (out | a)
-        shift += widths[c]
-    if sig in bus.inverted:
-        mask = np.uint64((1 << shift) - 1) if shift < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
-        out ^= mask
-    return out
-
-
-def _invert(bus: BusProfile, sig: str, a: np.ndarray, widths: dict[str, int]) -> np.ndarray:
-    """Undo the profile's inversion of an assembled signal in place (``a`` is fresh)."""
-    if sig not in bus.inverted:
-        return a
-    if sig not in VECTOR_SIGNALS:
-        a ^= np.uint8(1)
-        return a
-    shift = sum(widths[c] for c in bus.channels_of(sig))
-    a ^= np.uint64((1 << shift) - 1) if shift < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
-    return a
-
-
-def _cat(parts: list) -> np.ndarray | SampleTimes:
-    # one part (reads the size of a chunk, the usual case; the last chunk's empty remainder
-    # aside) is passed on without a copy
-    full = [p for p in parts if len(p)]
-    if len(full) == 1:
-        return full[0]
-    if full and all(isinstance(p, SampleTimes) for p in full) and all(
-            b.follows(a) for a, b in zip(full, full[1:])):
-        return full[0].joined(full[-1])
-    return np.concatenate([np.asarray(p) for p in parts])
-
-
-# The PCI control lines as one code per clock (bit set = line asserted), in the weights
-# the decoding engine uses
-CONTROL_CODE = (("frame_n", 1), ("irdy_n", 2), ("trdy_n", 4), ("stop_n", 8), ("devsel_n", 16))
-
-
-def bus_clocks(capture: Capture, bus: BusProfile, chunk_clocks: int = 1 << 20,
-               profile_name: str = "profile", *, read_samples: int | None = None,
-               control_code: bool = False, watch: Sequence[str] = (),
-               on_changes: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
-               ) -> Iterator[BusChunk]:
-    """One entry per bus clock, in chunks of ``chunk_clocks`` (the last may be shorter).
-
-    ``read_samples``: samples read from the capture at a time (timing captures); edge
-    detection and "value before the edge" carry across those reads.
-    ``control_code``: where the capture can make it straight from packed samples (a state
-    .sr), a PCI bus's chunks have ``sig["code"]`` (uint8, CONTROL_CODE bits of the asserted
-    lines) in place of FRAME#, IRDY#, TRDY#, STOP# and DEVSEL#; otherwise the lines.
-    ``watch`` / ``on_changes``: where a timing capture gives the clocks from packed samples,
-    it also watches these 1-bit signals over every sample, in the same read, and calls
-    ``on_changes(clock_edges, change_samples, flips)`` once per block read, in order (sample
-    numbers; bit i of a flip = ``watch[i]`` changed there). Never called otherwise: the
-    caller then makes a pass of its own (the glitch scan of pcitrace.decode).
-    """
-    check_bus(capture, bus, profile_name)
-    if len(watch) > 8:
-        raise ValueError("bus_clocks watches at most 8 lines (one code byte)")
-    chunk_clocks = max(1, int(chunk_clocks))
-    chans = list(dict.fromkeys(bus.all_channels()))
-    widths = {c: capture.channel(c).width for c in chans}
-    sigs = [s for s in bus.signals if not (s == "clk" or (s == "rx_clk" and bus.kind == "gbe_probe"))]
-    tb = capture.timebase
-
-    pend_t: list[np.ndarray] = []
-    pend: dict[str, list[np.ndarray]] = {s: [] for s in sigs}
-    npend = 0
-    clock_no = 0
-    prev_clk = None                       # clock level at the last sample of the last chunk
-    prev_vals: dict[str, np.ndarray] | None = None   # last sample of each channel (for 'before')
-
-    def flush(final: bool):
-        nonlocal pend_t, pend, npend, clock_no
-        while npend >= chunk_clocks or (final and npend):
-            t = _cat(pend_t)
-            cols = {s: _cat(v) for s, v in pend.items()}
-            take = min(chunk_clocks, npend)
-            yield BusChunk(clock_no, t[:take], {s: v[:take] for s, v in cols.items()})
-            clock_no += take
-            npend -= take
-            pend_t = [t[take:]]
-            pend = {s: [v[take:]] for s, v in cols.items()}
-
-    def packed_fields(clock: str | None, read: int):
-        """The capture's own assembly of the fields (from packed samples), or None; with
-        ``control_code``, the code in place of the five control lines where it can."""
-        nonlocal sigs, pend
-        fields = {s: (bus.channels_of(s) if s in VECTOR_SIGNALS else bus.channels_of(s)[0])
-                  for s in sigs}
-        changes = (LineCode(tuple(bus.channels_of(s)[0] for s in watch), tuple(1 << i for i in range(len(watch))),
-                            (1,) * len(watch)) if clock is not None and watch and on_changes is not None else None)
-        if control_code and bus.is_pci and all(s in fields for s, _ in CONTROL_CODE):
-            coded = {s: v for s, v in fields.items() if s not in dict(CONTROL_CODE)}
-            # asserted = low, unless the probe shows the line inverted
-            coded["code"] = LineCode(tuple(fields[s] for s, _ in CONTROL_CODE), tuple(w for _, w in CONTROL_CODE),
-                                     tuple(int(s in bus.inverted) for s, _ in CONTROL_CODE))
-            packed = capture.iter_fields(coded, chunk_samples=read, clock=clock, changes=changes)
-            if packed is not None:
-                sigs = [s for s in sigs if s not in dict(CONTROL_CODE)] + ["code"]
-                pend = {s: [] for s in sigs}
-                return packed
-        return capture.iter_fields(fields, chunk_samples=read, clock=clock, changes=changes)
-
-    def from_packed(packed, clocked: bool):
-        # only the profile's inversions are left to apply (a code has them already)
-        nonlocal npend
-        for ch in packed:
-            if CHANGES in ch.data:
-                on_changes(ch.data[EDGES], ch.data[CHANGES], ch.data[FLIPS])
-            if ch.length == 0:
-                continue
-            if clocked:
-                pend_t.append(tb.times_at(ch.data[EDGES]))
-            else:
-                pend_t.append(tb.lazy_times(ch.start, ch.start + ch.length))
-            for s in sigs:
-                pend[s].append(ch.data[s] if s == "code" else _invert(bus, s, ch.data[s], widths))
-            npend += ch.length
-            yield from flush(False)
-        yield from flush(True)
-
-    if tb.mode == "state":
-        # every sample is a clock; re-chunk so chunks are exactly chunk_clocks long
-        read = read_samples or chunk_clocks
-        packed = packed_fields(None, read)
-        if packed is not None:
-            yield from from_packed(packed, False)
-            return
-        for ch in capture.iter_chunks(chans, chunk_samples=read):
-            if ch.length == 0:
-                continue
-            pend_t.append(tb.lazy_times(ch.start, ch.start + ch.length))
-            for s in sigs:
-                pend[s].append(_assemble(bus, s, ch.data, widths, None))
-            npend += ch.length
-            yield from flush(False)
-        yield from flush(True)
-        return
-
-    clk = bus.clock
-    if clk is None:
-        raise PcitraceError(f"bus {bus.name!r} is in a timing capture but has no clock channel",
-                            path=capture.path, where=f"profile {profile_name}",
-                            fix=f"map {'clk' if bus.is_pci else 'rx_clk'} to the clock channel "
-                                "in the profile")
-    if tb.event_timed and hasattr(capture, "change_times"):
-        # VCD change lists: the clocked view samples them directly, then stream it.
-        from pcitrace.capture.clocked import clocked_view
-        state = clocked_view(capture, clk)
-        yield from bus_clocks(state, dataclasses.replace(bus, signals={
-            k: v for k, v in bus.signals.items() if k != ("clk" if bus.is_pci else "rx_clk")}),
-            chunk_clocks, profile_name, read_samples=read_samples)
-        return
-    before = tb.event_timed  # values just before the edge (event-timed captures)
-    read_chunk = int(read_samples) if read_samples else max(chunk_clocks, 1 << 16)
-    if not before:
-        packed = packed_fields(clk, read_chunk)
-        if packed is not None:
-            yield from from_packed(packed, True)
-            return
-
-    for ch in capture.iter_chunks(chans, chunk_samples=read_chunk):
-        c = ch.data[clk]
-        n = len(c)
-        if n == 0:
-            continue
-        rise = rising_edges(c, prev_clk)
-        if len(rise):
-            if before:
-                # Value just before the edge = sample rise-1, which may be the previous chunk's last.
-                src = {k: (np.concatenate((prev_vals[k], v)) if prev_vals is not None
-                           else np.concatenate((v[:1], v)))
-                       for k, v in ch.data.items()}
-                idx = rise  # shifted by the one prepended sample: rise-1+1
-            else:
-                src, idx = ch.data, rise
-            pend_t.append(tb.times_at(rise + ch.start))
-            for s in sigs:
-                pend[s].append(_assemble(bus, s, src, widths, idx))
-            npend += len(rise)
-        prev_clk = c[-1]
-        prev_vals = {k: v[-1:].copy() for k, v in ch.data.items()}
-        yield from flush(False)
-    yield from flush(True)

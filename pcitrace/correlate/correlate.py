@@ -97,16 +97,11 @@ def run_packets(run: RunLog | UdpPackets, which: str = "send") -> RunPackets:
 # --- capture side ----------------------------------------------------------------------------
 def capture_packets(path: str | Path, *, profile: str | Path | None = None, engine: str = "fast") -> list[CapturePackets]:
     """Decode and analyse a capture; one CapturePackets per bus that carried packets."""
-    from pcitrace.capture import open_capture
-    from pcitrace.decode import decode_capture
+    from pcitrace import pipeline
 
-    from pcitrace.analyse import analyse
-    from pcitrace.capture.profile import resolve_profile
-
-    cap = open_capture(path)
-    prof = resolve_profile(cap, profile)
-    result = decode_capture(cap, prof, engine=engine)
-    packets = packets_from_analysis(analyse(result))
+    run = pipeline.run(path, profile, until="analyse", engine=engine)
+    result = run.decoded
+    packets = packets_from_analysis(run.analysis)
     for cp in packets:
         cp.seq = payload_numbers(result, cp.bus, cp.time_ps)
     return packets + packets_from_frames(result.frames)

@@ -16,26 +16,11 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE
 from pcitrace.errors import PcitraceError
+from pcitrace.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE, BusSummary
 
 ENGINES = ("fast", "sigrok")
 DEFAULT_CHUNK_CLOCKS = 1 << 18
-
-
-@dataclasses.dataclass
-class BusSummary:
-    name: str
-    kind: str               # 'pci' | 'pcix' | 'gbe_probe'
-    mode: str               # 'pci' | 'pcix'
-    width: int
-    clock_hz: float | None  # from the profile, else measured from the clock times
-    clocks: int             # bus clocks in the capture
-    start_ps: int
-    end_ps: int
-    # clocks with FRAME# or IRDY# asserted, counted on the bus itself (DOMAIN.md's busy clock):
-    # the records' clocks plus IRDY# asserted outside any transaction (a protocol violation)
-    busy_clocks: int | None = None
 
 
 @dataclasses.dataclass
@@ -50,6 +35,15 @@ class DecodeResult:
 
     def bus_records(self, name: str) -> np.ndarray:
         return self.records[self.records["bus"] == name]
+
+
+def bus_summary(bus, clock_hz: float | None, clocks: int, start_ps: int, end_ps: int,
+                busy_clocks: int | None = None) -> BusSummary:
+    """The BusSummary of a profile's bus from what decoding measured on it."""
+    sig, nic = bus.signals, bus.nic
+    return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width) if bus.is_pci else 0, clock_hz, clocks,
+                      start_ps, end_ps, busy_clocks, bars=tuple(nic.bars), have_ad="ad" in sig,
+                      have_cbe="cbe_n" in sig, gnt=nic.gnt, req=nic.req)
 
 
 def _clock_hz(bus, times_first: np.ndarray | None, clocks: int, start: int, end: int) -> float | None:
@@ -167,9 +161,8 @@ class _BusSpan:
         return min(done / capture.num_samples, 1.0)
 
     def summary(self, bus) -> "BusSummary":
-        return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width),
-                          _clock_hz(bus, self.first_times, self.clocks, self.start_ps, self.end_ps),
-                          self.clocks, self.start_ps, self.end_ps, self.busy)
+        return bus_summary(bus, _clock_hz(bus, self.first_times, self.clocks, self.start_ps, self.end_ps),
+                           self.clocks, self.start_ps, self.end_ps, self.busy)
 
 
 def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_name: str = "profile",
@@ -181,7 +174,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
     ``data_index`` count from the bus's first record / data phase. If ``summary`` is a dict,
     it receives ``summary['bus']`` = the BusSummary at the end. ``alloc(dtype, n)``: where the
     engine puts each chunk's records and words (``decode_bus`` collects them in place)."""
-    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
     from pcitrace.decode.engine import GlitchScan, decode_clocks, glitch_lines, glitches
 
     carry = None
@@ -388,7 +381,7 @@ def decode_capture(capture, profile=None, *, buses=None, engine: str = "fast",
     capture, profile = _open(capture, profile)
     selected = _select(profile, buses)
     pci = [b for b in selected if b.is_pci]
-    probes = [b for b in selected if b.kind == "gbe_probe"]
+    probes = [b for b in selected if not b.is_pci]
 
     summaries: dict[str, BusSummary] = {}
     per_bus = []
@@ -483,7 +476,7 @@ def iter_records(capture, profile=None, *, buses=None, chunk_clocks: int = DEFAU
 
 def _summary_only(capture, bus) -> BusSummary:
     """Bus clocks and time span without decoding (the sigrok path needs them too)."""
-    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
 
     span = _BusSpan()
     keep = {k: v for k, v in bus.signals.items() if k in ("clk", "frame_n", "irdy_n")}
@@ -523,9 +516,10 @@ def _decode_probe(capture, bus):
 
     frames = decode_probe_capture(capture, bus)
     times = frames["start_ps"] if len(frames) else np.zeros(0, np.int64)
-    summary = BusSummary(bus.name, bus.kind, "pci", 0, None, 0,
-                         int(times[0]) if len(times) else 0, int(frames["end_ps"][-1]) if len(frames) else 0)
+    summary = bus_summary(bus, None, 0, int(times[0]) if len(times) else 0,
+                          int(frames["end_ps"][-1]) if len(frames) else 0)
     return frames, summary
 
 
-__all__ = ["decode_capture", "decode_bus", "iter_bus", "iter_records", "merge_buses", "DecodeResult", "BusSummary", "ENGINES"]
+__all__ = ["decode_capture", "decode_bus", "iter_bus", "iter_records", "merge_buses", "bus_summary", "DecodeResult",
+           "BusSummary", "ENGINES"]

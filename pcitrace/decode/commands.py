@@ -2,41 +2,21 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 import sys
 
 import click
 import numpy as np
 
+from pcitrace import buses as bus_kinds
+from pcitrace import pipeline
 from pcitrace.errors import PcitraceError
+from pcitrace.records import RECORD_DTYPE, to_csv, to_jsonl, write_csv, write_jsonl
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
 _EXT = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
         ".pq": "parquet", ".txt": "table"}
 TERMINAL_ROWS = 200
-
-
-def rows_of(arr: np.ndarray):
-    names = arr.dtype.names
-    cols = [arr[n].tolist() for n in names]
-    return names, zip(*cols) if cols else iter(())
-
-
-def to_jsonl(arr: np.ndarray) -> str:
-    names, rows = rows_of(arr)
-    return "".join(json.dumps(dict(zip(names, r))) + "\n" for r in rows)
-
-
-def to_csv(arr: np.ndarray) -> str:
-    buf = io.StringIO()
-    names, rows = rows_of(arr)
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(names)
-    w.writerows(rows)
-    return buf.getvalue()
 
 
 def write_parquet(arr, path) -> None:
@@ -50,8 +30,6 @@ def write_parquet(arr, path) -> None:
     if isinstance(arr, np.ndarray):
         pq.write_table(pa.table({n: arr[n] for n in arr.dtype.names}), path)
         return
-    from pcitrace.decode.records import RECORD_DTYPE
-
     schema = pa.table({n: np.zeros(0, RECORD_DTYPE)[n] for n in RECORD_DTYPE.names}).schema
     # pyarrow's default pool (mimalloc) keeps much of what a long stream of chunks frees, and
     # the writer's encoders take from the default pool whatever pool it is given: a 100 M-clock
@@ -129,7 +107,7 @@ def _summary_line(res) -> str:
     for b in res.buses.values():
         mhz = f"{b.clock_hz / 1e6:.2f} MHz" if b.clock_hz else "? MHz"
         nrec = int(np.count_nonzero(res.records["bus"] == b.name)) if len(res.records) else 0
-        if b.kind == "gbe_probe":
+        if not bus_kinds.kind(b.kind).transactions:
             parts.append(f"{b.name}: probe link, {len(res.frames.get(b.name, ()))} frames")
         else:
             parts.append(f"{b.name}: {b.kind} {b.width}-bit {mhz}, {b.clocks} clocks, {nrec} transactions")
@@ -164,8 +142,6 @@ def decode(capture, profile, buses, engine, fmt, show_findings, limit, output):
     """
     from rich.console import Console
 
-    from pcitrace.capture import open_capture
-
     if fmt is None:
         if output:
             ext = os.path.splitext(output)[1].lower()
@@ -178,21 +154,19 @@ def decode(capture, profile, buses, engine, fmt, show_findings, limit, output):
     if fmt == "parquet" and not output:
         raise PcitraceError("Parquet is a binary format and needs a file", fix="add -o FILE.parquet")
 
-    cap = open_capture(capture)
     err = Console(stderr=True)
+    opened = pipeline.run(capture, profile, until="profile")
+    cap, prof = opened.capture, opened.profile
     if engine == "fast" and not show_findings and fmt in ("csv", "jsonl", "parquet"):
-        from pcitrace.capture.profile import resolve_profile
-
-        prof = resolve_profile(cap, profile)
         selected = [prof.bus(b) for b in buses] if buses else list(prof.buses)
         if not buses or any(b.is_pci for b in selected):
             # records go out chunk by chunk: memory stays bounded however long the capture
             _stream(cap, prof, list(buses) or None, fmt, output, err)
             return 0
-        profile = prof
-    res = _run(cap, profile, list(buses) or None, engine, err)
+    res = _run(cap, prof, list(buses) or None, engine, err)
 
-    probe_names = [b for b in (buses or ()) if res.buses.get(b) is not None and res.buses[b].kind == "gbe_probe"]
+    probe_names = [b for b in (buses or ()) if res.buses.get(b) is not None
+                   and not bus_kinds.kind(res.buses[b].kind).transactions]
     if show_findings:
         arr, what = res.findings, "findings"
     elif probe_names and len(probe_names) == len(buses):
@@ -248,7 +222,6 @@ def _record_chunks(cap, profile, buses, err_console):
 def _stream(cap, profile, buses, fmt, output, err_console) -> None:
     """Write the records as they are decoded (csv / jsonl / parquet; a file or stdout)."""
     from pcitrace.capture._atomic import atomic_path
-    from pcitrace.decode.records import RECORD_DTYPE
 
     chunks = _record_chunks(cap, profile, buses, err_console)
     if fmt == "parquet":
@@ -258,13 +231,9 @@ def _stream(cap, profile, buses, fmt, output, err_console) -> None:
 
     def write_all(fh) -> None:
         if fmt == "csv":
-            cw = csv.writer(fh, lineterminator="\n")
-            cw.writerow(RECORD_DTYPE.names)
-            for arr in chunks:
-                cw.writerows(rows_of(arr)[1])
+            write_csv(fh, chunks, RECORD_DTYPE.names)
         else:
-            for arr in chunks:
-                fh.write(to_jsonl(arr))
+            write_jsonl(fh, chunks)
 
     if output:
         with atomic_path(output) as tmp:
@@ -276,15 +245,14 @@ def _stream(cap, profile, buses, fmt, output, err_console) -> None:
 
 
 def _run(cap, profile, buses, engine, err_console):
-    from pcitrace.decode import decode_capture
-
+    """The decoded capture (through the pipeline), with a progress bar on a terminal."""
     if not err_console.is_terminal:
-        return decode_capture(cap, profile, buses=buses, engine=engine)
+        return pipeline.run(cap, profile, until="decode", buses=buses, engine=engine).decoded
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    total = None   # buses x clocks is only known once the profile is resolved
+    # buses x clocks is only known once decoding is done
     with Progress(TextColumn("decoding"), BarColumn(), TextColumn("{task.completed:,} clocks"),
                   TimeElapsedColumn(), console=err_console, transient=True) as prog:
-        task = prog.add_task("decode", total=total)
-        return decode_capture(cap, profile, buses=buses, engine=engine,
-                              progress=lambda k: prog.advance(task, k))
+        task = prog.add_task("decode", total=None)
+        return pipeline.run(cap, profile, until="decode", buses=buses, engine=engine,
+                            progress=lambda stage, k: prog.advance(task, k)).decoded

@@ -24,7 +24,7 @@ import numpy as np
 
 from pcitrace.capture.clocked import rising_edges
 from pcitrace.capture.model import SampleTimes
-from pcitrace.capture.profile import CONTROL_CODE
+from pcitrace.buses.pci import CONTROL_CODE
 from pcitrace.decode import facts
 from pcitrace.decode.records import FINDING_DTYPE, RECORD_DTYPE, WORD_DTYPE
 from pcitrace.errors import PcitraceError

@@ -1,27 +1,13 @@
 """The PCI facts shared with the sigrok decoder, loaded from decoders/pci/lists.py itself.
 
 The sigrok decoder package cannot import pcitrace (libsigrokdecode loads it on its own), and
-pcitrace must not keep a second copy of its tables, so this module executes that one file.
+pcitrace must not keep a second copy of its tables: pcitrace.records executes that one file.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-import pcitrace.sigrok_decoders as _decoders
-
-DECODERS_DIR = Path(_decoders.__file__).resolve().parent
-
-
-def _load(name: str, rel: str):
-    spec = importlib.util.spec_from_file_location(name, DECODERS_DIR / rel)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_lists = _load("pcitrace._pci_lists", "pci/lists.py")
+from pcitrace.records import DECODERS_DIR  # noqa: F401 - where the sigrok decoders are
+from pcitrace.records import PCI_LISTS as _lists
 
 PCI_COMMANDS: dict[int, tuple[str, str]] = _lists.PCI_COMMANDS
 PCIX_COMMANDS: dict[int, tuple[str, str]] = _lists.PCIX_COMMANDS

@@ -13,26 +13,17 @@ Edges are found with numpy over streamed chunks; only per-frame work is Python.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pcitrace.capture.clocked import rising_edges
-from pcitrace.decode.facts import DECODERS_DIR
+from pcitrace.records import FRAME_DTYPE, FRAME_FIELD_NAMES, FRAME_FIELDS
+from pcitrace.records import GBE_LISTS as _lists
 
-_spec = importlib.util.spec_from_file_location("pcitrace._gbe_lists", DECODERS_DIR / "gbe_probe" / "lists.py")
-_lists = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_lists)
-
-FRAME_FIELDS: tuple[tuple[str, str], ...] = _lists.FRAME_FIELDS
 LINK_RATES: dict[str, int] = _lists.LINK_RATES
 PREAMBLE_BYTES: int = _lists.PREAMBLE_BYTES
-
-_KIND = {"i": np.int64, "u": np.uint64, "b": np.bool_}
-FRAME_DTYPE = np.dtype([(n, "U24" if k == "s" else _KIND[k]) for n, k in FRAME_FIELDS])
-FRAME_FIELD_NAMES = tuple(n for n, _ in FRAME_FIELDS)
 
 
 def frame_bytes_from_wire(wire_ps: np.ndarray | int, rate_mbps: int):
@@ -229,7 +220,8 @@ def _rate_name(bus) -> str:
 
 
 def _probe_chunks(capture, bus, chunk_samples: int):
-    from pcitrace.capture.profile import _assemble, check_bus
+    from pcitrace.capture.clocked import _assemble
+    from pcitrace.capture.profile import check_bus
 
     check_bus(capture, bus)
     chans = list(dict.fromkeys(bus.all_channels()))

@@ -8,7 +8,7 @@ through the capture's own time base (per-sample timestamps of a clocked VCD view
 
 When sigrok-cli cannot read the capture as it is (a VCD, inverted probe lines, channel names
 that the -P syntax cannot carry), the bus is first reduced to one sample per bus clock
-(``pcitrace.capture.profile.bus_clocks``) and written as a temporary state-mode .sr, which
+(``pcitrace.capture.clocked.bus_clocks``) and written as a temporary state-mode .sr, which
 the decoder reads with clock=none.
 
 The ``decoders`` click group (``pcitrace decoders path|install``) lives here too.
@@ -30,13 +30,12 @@ from typing import NamedTuple
 import click
 import numpy as np
 
-from pcitrace.decode.facts import DECODERS_DIR
-from pcitrace.decode.records import (FINDING_DTYPE, WORD_DTYPE, empty_records,
-                                     records_from_dicts)
+from pcitrace import buses
 from pcitrace.errors import PcitraceError
+from pcitrace.records import DECODERS_DIR, FINDING_DTYPE, WORD_DTYPE, empty_records, records_from_dicts
 
-# decoders/<name> packages that `pcitrace decoders install` copies.
-INSTALLED_DECODERS = ("pci", "gbe_probe")
+# decoders/<name> packages that `pcitrace decoders install` copies: every bus kind's decoder
+INSTALLED_DECODERS = tuple(dict.fromkeys(k.sigrok_decoder for k in buses.KINDS.values()))
 DEFAULT_INSTALL_DIR = Path("~/.local/share/libsigrokdecode/decoders")
 
 # canonical profile signal -> sigrok channel id of decoders/pci (vectors: id prefix + bit)
@@ -132,7 +131,7 @@ def _state_capture(capture, bus):
     """The bus reduced to one sample per clock (inversion undone, vectors assembled), as a
     state-mode Capture with the clock times, plus the sigrok channel map for its .sr."""
     from pcitrace.capture.model import Capture, TimeBase
-    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
 
     # A .sr holds bit lines only: a vector signal named by its vector channel (AD) is read
     # from its bits (AD0..).

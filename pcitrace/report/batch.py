@@ -15,8 +15,8 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from pcitrace.analyse import AnalysisOptions, analyse
-from pcitrace.analyse.wire import link_chains
+from pcitrace import pipeline
+from pcitrace.analyse import AnalysisOptions
 from pcitrace.errors import PcitraceError
 from pcitrace.report.summary import bus_figures, bus_series, link_figures, link_series
 
@@ -59,36 +59,35 @@ def find_captures(paths: Sequence[str | os.PathLike], profile: str | None = None
 
 def report_one(capture: str, profile: str | None, options: AnalysisOptions, with_series: bool = True) -> dict:
     """Decode and analyse one capture; any failure becomes {"capture", "error"} instead of raising."""
-    from pcitrace.decode import decode_capture
-
     t0 = time.perf_counter()
     try:
-        result = decode_capture(capture, profile)
-        analysis = analyse(result, options)
-        prof = result.profile
-        out = {
-            "capture": capture,
-            "profile": getattr(prof, "path", None) or getattr(prof, "source", None),
-            "findings": int(len(result.findings)),
-            "finding_kinds": _kinds(result.findings),
-            "buses": [bus_figures(b) for b in analysis.buses.values()],
-        }
-        chains = link_chains(result, analysis)
-        out["links"] = [link_figures(lc) for lc in chains.values()]
-        if with_series:
-            out["series"] = {name: bus_series(b) for name, b in analysis.buses.items()}
-            t0 = min((b.facts.start_ps for b in analysis.buses.values()), default=0)
-            out["link_series"] = {name: link_series(lc, t0) for name, lc in chains.items()}
+        run = pipeline.run(capture, profile, options=options)
+        out = _report(capture, run, with_series)
     except PcitraceError as exc:
         out = {"capture": capture, "error": str(exc)}
-    except MemoryError:
-        out = {"capture": capture, "error": "out of memory while analysing this capture"}
-    except Exception as exc:  # noqa: BLE001 - one broken file must not stop a batch
+    except Exception as exc:  # noqa: BLE001 - a bug on one file must not stop a batch (as in a worker)
         last = traceback.extract_tb(exc.__traceback__)[-1]
         out = {"capture": capture,
                "error": f"{type(exc).__name__}: {exc} (in {Path(last.filename).name}:{last.lineno}; "
                         "please report this with the file)"}
     out["seconds"] = round(time.perf_counter() - t0, 4)
+    return out
+
+
+def _report(capture: str, run: pipeline.Run, with_series: bool) -> dict:
+    result, analysis, prof = run.decoded, run.analysis, run.profile
+    out = {
+        "capture": capture,
+        "profile": prof.describe(),
+        "findings": int(len(result.findings)),
+        "finding_kinds": _kinds(result.findings),
+        "buses": [bus_figures(b) for b in analysis.buses.values()],
+        "links": [link_figures(lc) for lc in run.chains.values()],
+    }
+    if with_series:
+        out["series"] = {name: bus_series(b) for name, b in analysis.buses.items()}
+        t0 = min((b.facts.start_ps for b in analysis.buses.values()), default=0)
+        out["link_series"] = {name: link_series(lc, t0) for name, lc in run.chains.items()}
     return out
 
 

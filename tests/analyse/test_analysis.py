@@ -167,18 +167,15 @@ def test_empty_bus():
 def test_analyse_decode_result_splits_buses():
     from types import SimpleNamespace
 
-    from pcitrace.decode.records import records_from_dicts, record_to_dict
+    from pcitrace.records import BusSummary, record_to_dict, records_from_dicts
     a_recs = send_stream()
     b_rows = [dict(record_to_dict(r), bus="rx") for r in send_stream()[:20]]
     recs = np.concatenate([a_recs, records_from_dicts(b_rows)])
     recs = np.sort(recs, order="start_ps", kind="stable")
-    nic = SimpleNamespace(bars=[BAR])
-    prof = SimpleNamespace(buses=[SimpleNamespace(name="pci", nic=nic, signals={"ad": "AD"}),
-                                  SimpleNamespace(name="rx", nic=nic, signals={"ad": "AD"})])
-    summ = {n: SimpleNamespace(name=n, kind="pci", mode="pci", width=64, clock_hz=50e6, clocks=TOTAL,
-                               start_ps=0, end_ps=(TOTAL - 1) * T_PS) for n in ("pci", "rx")}
-    summ["probe"] = SimpleNamespace(name="probe", kind="gbe_probe")
-    res = SimpleNamespace(records=recs, buses=summ, profile=prof, findings=[])
+    summ = {n: BusSummary(name=n, kind="pci", mode="pci", width=64, clock_hz=50e6, clocks=TOTAL, start_ps=0,
+                          end_ps=(TOTAL - 1) * T_PS, bars=(BAR,), have_ad=True) for n in ("pci", "rx")}
+    summ["probe"] = BusSummary(name="probe", kind="gbe_probe")
+    res = SimpleNamespace(records=recs, buses=summ, findings=[])
     an = analyse(res)
     assert set(an.buses) == {"pci", "rx"}
     assert len(an.buses["pci"].packets) == PACKETS

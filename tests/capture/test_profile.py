@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pcitrace.capture import open_capture, write_sr, write_vcd
+from pcitrace.capture.clocked import bus_clocks
 from pcitrace.capture.model import Capture, TimeBase
-from pcitrace.capture.profile import (BusProfile, NicIdentity, Profile, bus_clocks, detect_profile,
+from pcitrace.capture.profile import (BusProfile, NicIdentity, Profile, detect_profile,
                                       dump_profile, load_profile, resolve_profile, save_profile)
 from pcitrace.errors import PcitraceError
 
@@ -284,14 +285,61 @@ def test_bus_clocks_passes_chunk_sized_reads_on_without_copying(tmp_path, monkey
     write_sr(Capture.from_arrays(arrays, TimeBase.state(clock_hz=66e6), widths={"AD": 64}), path)
     cap = open_capture(path)
     bus = BusProfile("b", signals={"frame_n": "FRAME#", "ad": [f"AD{i}" for i in range(64)]})
-    import pcitrace.capture.profile as profile_mod
+    import pcitrace.capture.clocked as clocked_mod
 
     joins = []
     real = np.concatenate
-    monkeypatch.setattr(profile_mod.np, "concatenate", lambda parts, *a, **k: joins.append(1) or real(parts, *a, **k))
+    monkeypatch.setattr(clocked_mod.np, "concatenate", lambda parts, *a, **k: joins.append(1) or real(parts, *a, **k))
     chunks = list(bus_clocks(cap, bus, chunk_clocks=1000))
     monkeypatch.undo()
     assert [len(c) for c in chunks] == [1000] * 5
     assert joins == []
     assert np.array_equal(np.concatenate([c.sig["ad"] for c in chunks]), arrays["AD"])
     assert np.array_equal(np.concatenate([c.sig["frame_n"] for c in chunks]), arrays["FRAME#"])
+
+
+# -- the steps of parsing and detection -------------------------------------------------------
+
+def test_parse_kind_mode_picks_pcix_and_is_refused_on_a_probe():
+    from pcitrace.buses import pci
+    from pcitrace.capture.profile import _parse_kind
+
+    assert _parse_kind(None, "w", "pci", "pcix") is pci.PCIX
+    assert _parse_kind(None, "w", "pci", None) is pci.PCI
+    with pytest.raises(PcitraceError, match="mode = 'pcix'"):
+        _parse_kind(None, "w", "gbe_probe", "pcix")
+    with pytest.raises(PcitraceError, match="is not one of"):
+        _parse_kind(None, "w", "usb", None)
+
+
+@pytest.mark.parametrize("value", [0, -1, True, float("inf"), float("nan"), "66e6"])
+def test_parse_rate_refuses_what_is_not_a_rate(value):
+    from pcitrace.capture.profile import _parse_rate
+
+    with pytest.raises(PcitraceError, match="is not a bit rate"):
+        _parse_rate("p.toml", "[[bus]] 'x' link_bps", "link_bps", value, "a bit rate")
+    assert _parse_rate(None, "w", "clock_hz", 66e6, "a frequency in Hz") == 66e6
+    assert _parse_rate(None, "w", "clock_hz", None, "a frequency in Hz") is None
+
+
+def test_parse_nic_names_the_bad_bar():
+    from pcitrace.capture.profile import _parse_nic
+
+    nic = _parse_nic(None, "n", {"gnt": "gnt_n", "bars": [[1, 2]]}, {"gnt_n": "GNT#"})
+    assert nic.gnt == "gnt_n" and nic.bars == [(1, 2)]
+    with pytest.raises(PcitraceError) as info:
+        _parse_nic("p.toml", "[[bus]] 'x' nic", {"bars": [[1, 2], [5, 3]]}, {})
+    assert info.value.where == "[[bus]] 'x' nic.bars[1]"
+
+
+def test_vector_channels_from_a_vector_or_numbered_bits():
+    from types import SimpleNamespace as C
+
+    from pcitrace.capture.profile import _line_channel, _vector_channels
+
+    assert _vector_channels([(C(name="AD", width=32), None, None)]) == "AD"
+    bits = [(C(name=f"AD{i}", width=1), i, None) for i in (1, 0, 2)]
+    assert _vector_channels(bits) == ["AD0", "AD1", "AD2"]
+    assert _vector_channels([(C(name="AD1", width=1), 1, None)]) is None      # bit 0 missing
+    assert _line_channel([(C(name="FRAME#", width=1), None, None)]) == "FRAME#"
+    assert _line_channel([(C(name="a.FRAME#", width=1), None, None), (C(name="FRAME", width=1), None, None)]) is None

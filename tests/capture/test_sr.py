@@ -408,7 +408,8 @@ def test_captures_without_packed_samples_say_so():
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), chunk=st.integers(1, 128),
        inv=st.sets(st.sampled_from(["frame_n", "stop_n", "ad", "cbe_n", "par"])))
 def test_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, seed, n, chunk, inv):
-    from pcitrace.capture.profile import BusProfile, bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
+    from pcitrace.capture.profile import BusProfile
 
     rng = np.random.default_rng(seed)
     lines = {"FRAME#": 1, "IRDY#": 1, "TRDY#": 1, "STOP#": 1, "DEVSEL#": 1, "PAR": 1,
@@ -436,7 +437,7 @@ def test_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, seed, n
             np.testing.assert_array_equal(a.sig[k], b.sig[k], err_msg=k)
     # the control lines as one code per clock, straight from the packed bytes (the lines
     # may share a sample byte or not, in any order; a probe may invert them)
-    from pcitrace.capture.profile import CONTROL_CODE
+    from pcitrace.buses.pci import CONTROL_CODE
 
     coded = list(bus_clocks(cap, bus, chunk_clocks=chunk, control_code=True))
     assert [len(c) for c in coded] == [len(c) for c in slow]
@@ -500,7 +501,8 @@ def test_line_codes_from_packed_bytes_equal_the_lines(seed, unitsize, nlines, da
 def test_timing_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, seed, n, chunk, inv, code):
     # A timing .sr: only the samples at CLK's rising edges are unpacked (edges across read
     # blocks, a clock that starts high, runs of several samples per level, irregular periods).
-    from pcitrace.capture.profile import BusProfile, bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
+    from pcitrace.capture.profile import BusProfile
 
     rng = np.random.default_rng(seed)
     clk = np.repeat(np.arange(n) % 2, rng.integers(1, 4, n))[:n].astype(np.uint8)
@@ -524,7 +526,7 @@ def test_timing_bus_clocks_from_packed_samples_equal_the_generic_path(tmp_path, 
     slow = list(bus_clocks(generic, bus, chunk_clocks=chunk, read_samples=chunk))
     assert [len(c) for c in fast] == [len(c) for c in slow]
     assert sum(len(c) for c in slow) == int(np.count_nonzero((clk[1:] == 1) & (clk[:-1] == 0)))
-    from pcitrace.capture.profile import CONTROL_CODE
+    from pcitrace.buses.pci import CONTROL_CODE
     for a, b in zip(fast, slow):
         assert a.start_clock == b.start_clock
         np.testing.assert_array_equal(a.times_ps, b.times_ps)

@@ -272,7 +272,7 @@ def test_glitches_found_while_reading_packed_clocks_equal_their_own_pass(tmp_pat
     # A timing .sr gives the glitch scan the control lines' changes in the read that gives the
     # bus's clocks; the result must be that of the scan's own pass over the lines, whatever
     # the read size (pulses across reads, before the first clock, after the last).
-    from pcitrace.capture.profile import bus_clocks
+    from pcitrace.capture.clocked import bus_clocks
     from pcitrace.decode.engine import GlitchScan, glitch_lines, glitches
     from pcitrace.capture.sr import read_sr
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pcitrace.capture.profile import BusProfile, Profile, bus_clocks
+from pcitrace.capture.clocked import bus_clocks
+from pcitrace.capture.profile import BusProfile, Profile
 from pcitrace.decode.sigrok import run_sigrok
 
 from tests.conftest import OPENCORES_MON  # noqa: E402

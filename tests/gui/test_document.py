@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pcitrace.capture.profile import bus_clocks
+from pcitrace.capture.clocked import bus_clocks
 from pcitrace.decode import decode_capture
 from pcitrace.gui.document import Document, session_path_for
 

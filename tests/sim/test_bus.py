@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pcitrace.capture.profile import bus_clocks, detect_profile
+from pcitrace.capture.clocked import bus_clocks
+from pcitrace.capture.profile import detect_profile
 from pcitrace.decode.records import WORD_DTYPE, diff_records
 from pcitrace.errors import PcitraceError
 from pcitrace.sim.bus import TxnSpec, crop, is_read, render, to_capture

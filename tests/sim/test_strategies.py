@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pcitrace.capture.profile import bus_clocks
+from pcitrace.capture.clocked import bus_clocks
 from pcitrace.decode.records import WORD_DTYPE, diff_records
 from pcitrace.sim.strategies import FAULT_KINDS, bus_activity, captures_with_truth, faulty_activity
 
