@@ -12,6 +12,8 @@ import numpy as np
 import pyqtgraph as pg
 from PyQt5 import QtCore, QtGui, QtWidgets
 
+from pcitrace import buses
+from pcitrace.errors import PcitraceError
 from pcitrace.gui import document as D
 from pcitrace.gui.lod import busy_fraction, count_below
 
@@ -614,14 +616,15 @@ class Timeline(QtWidgets.QWidget):
         doc = self.doc
         try:
             bus = doc.profile.bus(name)
-        except Exception:
+        except PcitraceError:       # a row group that is no bus of the profile (e.g. the frames)
             return name
-        if bus.kind == "gbe_probe":
+        title = buses.kind(bus.kind).title
+        if not bus.is_pci:
             rate = (bus.link_bps or 1e9) / 1e9
-            return f"{name}  ·  Ethernet probe, {rate:g} Gb/s"
+            return f"{name}  ·  {title}, {rate:g} Gb/s"
         period = doc.periods.get(name)
         mhz = f", {1e6 / period:.4g} MHz" if period else ""
-        return f"{name}  ·  {'PCI-X' if bus.kind == 'pcix' else 'PCI'} {bus.width}-bit{mhz}"
+        return f"{name}  ·  {title} {bus.width}-bit{mhz}"
 
     def row_at(self, y: float):
         i = int(np.searchsorted(self.row_edges, y, side="right")) - 1

@@ -19,6 +19,7 @@ from pcitrace.errors import PcitraceError
 @dataclasses.dataclass(frozen=True)
 class BusKind:
     name: str                               # as written in a profile: kind = "..."
+    title: str                              # what a person calls it: 'PCI', 'PCI-X', 'Ethernet probe'
     mode: str                               # 'pci' | 'pcix' (probe links report 'pci')
     transactions: bool                      # decoded into PCI transaction records (else frames)
     signals: tuple[str, ...]                # canonical signals a profile may map

@@ -27,7 +27,7 @@ def usable(signals) -> bool:
     return detect(signals)
 
 
-GBE_PROBE = BusKind(name="gbe_probe", mode="pci", transactions=False, signals=SIGNALS, vectors=VECTORS,
+GBE_PROBE = BusKind(name="gbe_probe", title="Ethernet probe", mode="pci", transactions=False, signals=SIGNALS, vectors=VECTORS,
                     clock="rx_clk", channel_names=CHANNEL_NAMES, detect=detect, usable=usable, default_name="probe",
                     record_dtype=FRAME_DTYPE, sigrok_decoder="gbe_probe", viewer_rows=VIEWER_ROWS,
                     default_link_bps=DEFAULT_LINK_BPS)

@@ -43,11 +43,11 @@ def usable(signals) -> bool:
     return "frame_n" in signals
 
 
-def _kind(name: str) -> BusKind:
-    return BusKind(name=name, mode=name, transactions=True, signals=SIGNALS, vectors=VECTORS, clock="clk",
+def _kind(name: str, title: str) -> BusKind:
+    return BusKind(name=name, title=title, mode=name, transactions=True, signals=SIGNALS, vectors=VECTORS, clock="clk",
                    channel_names=CHANNEL_NAMES, detect=detect, usable=usable, default_name="pci", record_dtype=RECORD_DTYPE,
                    sigrok_decoder="pci", viewer_rows=VIEWER_ROWS, has_nic=True)
 
 
-PCI = _kind("pci")
-PCIX = _kind("pcix")
+PCI = _kind("pci", "PCI")
+PCIX = _kind("pcix", "PCI-X")
