@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 from PyQt5 import QtCore, QtGui, QtWidgets
 
+from pcitrace.analyse import metrics
+from pcitrace.analyse.stats import Distribution
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.errors import PcitraceError
 from pcitrace.gui import document as D
@@ -134,6 +136,25 @@ def measure(doc, a_ps: float | None, b_ps: float | None) -> list[tuple[str, str]
                  ("  occupancy", f"{100 * busy_ps / dt:.1f} %"),
                  ("  bytes", str(nbytes)),
                  ("  throughput", f"{nbytes / (dt * 1e-12) / 1e6:.2f} MB/s")]
+        rows += packet_rows(doc, name, t0, t1)
+    return rows
+
+
+def packet_rows(doc, bus: str, t0: float, t1: float) -> list[tuple[str, str]]:
+    """The packets whose frame data DMA starts between the cursors, and the median of each
+    per-packet figure over them: names, labels and units from the metric table, as in the report."""
+    an = doc.analysis.buses.get(bus) if doc.analysis is not None else None
+    if an is None or not len(an.packets):
+        return []
+    pk = an.packets[(an.packets["data_start_ps"] >= t0) & (an.packets["data_start_ps"] <= t1)]
+    rows = [("  packets (data DMA starts)", str(len(pk)))]
+    for fig in metrics.packet_figures():
+        if fig.field not in pk.dtype.names:
+            continue
+        dist = Distribution.of(pk[fig.field], fig.scale)      # as the report summarises it
+        if dist.count:
+            unit = f" {fig.unit}" if fig.unit else ""
+            rows.append((f"  {fig.label} (median)", f"{dist.median:.4g}{unit}"))
     return rows
 
 

@@ -142,6 +142,16 @@ def test_cursors_by_click_and_measurements(qtbot, window, sample):
     assert busy == pytest.approx(100 * overlap / (b - a), abs=0.051)
     assert vals["send/busy clocks"] == f"{overlap / period:.0f} of {(b - a) / period:.0f}"
     assert 0 < busy < 100
+    # per-packet figures between the cursors: labels and units from the metric table, values the
+    # report's medians over the packets whose data DMA starts there
+    from pcitrace.analyse import metrics
+    from pcitrace.analyse.stats import Distribution
+    pk = doc.analysis.buses["send"].packets
+    inside = pk[(pk["data_start_ps"] >= a) & (pk["data_start_ps"] <= b)]
+    assert vals["send/packets (data DMA starts)"] == str(len(inside)) and len(inside) > 0
+    fig = metrics.FIGURES["data_dma_us"]
+    want = Distribution.of(inside[fig.field], fig.scale).median
+    assert vals[f"send/{fig.label} (median)"] == f"{want:.4g} µs"
     # zoom to cursors
     _focus(qtbot, window)
     qtbot.keyClick(tl.plot, QtCore.Qt.Key_Z)
