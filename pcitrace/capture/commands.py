@@ -105,29 +105,12 @@ def _print_summary(s: dict) -> None:
     out = click.echo
     out(f"capture   {s['path']} ({s['format']})")
     tb = s["timebase"]
-    if tb["mode"] == "state":
-        if tb.get("clock_hz"):
-            base = f"state, one sample per bus clock at {_si(tb['clock_hz'], 'Hz')}"
-        else:
-            base = "state, one sample per bus clock (per-sample timestamps)"
-    elif tb.get("event_timed"):
-        base = (f"timing, sampled at each value change (VCD timescale "
-                f"{_duration(tb['timescale_ps']) if tb['timescale_ps'] >= 1 else str(tb['timescale_ps'] * 1000) + ' fs'})")
-    else:
-        base = f"timing, {_si(tb['samplerate_hz'], 'Hz')} sample rate"
-    out(f"time base {base}")
+    out(f"time base {_timebase_text(tb)}")
     extra = f", {_thousands(s['changes'])} value changes" if s.get("changes") else ""
     out(f"duration  {_duration(s['duration_ps'])} ({_thousands(s['samples'])} samples{extra})")
-    unk = s["unknown_counts"]
     out(f"channels  {len(s['channels'])}")
-    wname = max((len(c["name"]) for c in s["channels"]), default=4)
-    for c in s["channels"]:
-        u = unk.get(c["name"])
-        note = ""
-        if u:
-            note = "  unknown: " + ", ".join(f"{k} {_thousands(v)}" for k, v in u.items() if v)
-        width = f"{c['width']} bits" if c["width"] > 1 else "1 bit"
-        out(f"  {c['name']:<{wname}}  {width:>8}{note}")
+    for line in _channel_lines(s["channels"], s["unknown_counts"]):
+        out(line)
     if s["clocks"]:
         out("clocks")
         for c in s["clocks"]:
@@ -137,34 +120,74 @@ def _print_summary(s: dict) -> None:
         out("clocks    none found" if tb["mode"] != "state" else "clocks    (state capture)")
     out(f"buses     {len(s['buses'])} ({s['profile']})")
     for b in s["buses"]:
-        if b["kind"] == "gbe_probe":
-            head = f"  {b['name']}: GbE probe, {_si(b['link_bps'] or 0, 'b/s')}"
-        else:
-            clk = (f"clock {b['clock']}" if b["clock"] else
-                   f"clock {_si(b['clock_hz'], 'Hz')}" if b["clock_hz"] else "no clock")
-            head = f"  {b['name']}: {b['mode'].upper().replace('PCIX', 'PCI-X')} {b['width']}-bit, {clk}"
-        out(head)
-        sig = ", ".join(f"{k}={v if isinstance(v, str) else v[0] + '..' + v[-1]}"
-                        for k, v in b["signals"].items())
-        out(f"    {sig}")
-        if b["inverted"]:
-            out(f"    inverted: {', '.join(b['inverted'])}")
-        if b.get("nic"):
-            n = b["nic"]
-            bars = ", ".join(f"0x{lo:x}-0x{hi:x}" for lo, hi in n["bars"])
-            out(f"    NIC: gnt={n['gnt']} req={n['req']} bars={bars or 'none'}")
+        for line in _bus_lines(b):
+            out(line)
+    for line in _unknown_lines(s["unknown_counts"], s.get("unknown_at_clock") or {}):
+        out(line)
+
+
+def _timebase_text(tb: dict) -> str:
+    """The time base in words: state (clock or timestamps), VCD change times, or a sample rate."""
+    if tb["mode"] == "state":
+        if tb.get("clock_hz"):
+            return f"state, one sample per bus clock at {_si(tb['clock_hz'], 'Hz')}"
+        return "state, one sample per bus clock (per-sample timestamps)"
+    if tb.get("event_timed"):
+        scale = (_duration(tb['timescale_ps']) if tb['timescale_ps'] >= 1
+                 else str(tb['timescale_ps'] * 1000) + ' fs')
+        return f"timing, sampled at each value change (VCD timescale {scale})"
+    return f"timing, {_si(tb['samplerate_hz'], 'Hz')} sample rate"
+
+
+def _channel_lines(channels: list[dict], unk: dict) -> list[str]:
+    """One line per channel: name, width, and its x/z counts when it had any."""
+    wname = max((len(c["name"]) for c in channels), default=4)
+    lines = []
+    for c in channels:
+        u = unk.get(c["name"])
+        note = ""
+        if u:
+            note = "  unknown: " + ", ".join(f"{k} {_thousands(v)}" for k, v in u.items() if v)
+        width = f"{c['width']} bits" if c["width"] > 1 else "1 bit"
+        lines.append(f"  {c['name']:<{wname}}  {width:>8}{note}")
+    return lines
+
+
+def _bus_lines(b: dict) -> list[str]:
+    """A bus: kind, width and clock; its signals; inverted lines; the NIC's lines and BARs."""
+    if b["kind"] == "gbe_probe":
+        head = f"  {b['name']}: GbE probe, {_si(b['link_bps'] or 0, 'b/s')}"
+    else:
+        clk = (f"clock {b['clock']}" if b["clock"] else
+               f"clock {_si(b['clock_hz'], 'Hz')}" if b["clock_hz"] else "no clock")
+        head = f"  {b['name']}: {b['mode'].upper().replace('PCIX', 'PCI-X')} {b['width']}-bit, {clk}"
+    sig = ", ".join(f"{k}={v if isinstance(v, str) else v[0] + '..' + v[-1]}"
+                    for k, v in b["signals"].items())
+    lines = [head, f"    {sig}"]
+    if b["inverted"]:
+        lines.append(f"    inverted: {', '.join(b['inverted'])}")
+    if b.get("nic"):
+        n = b["nic"]
+        bars = ", ".join(f"0x{lo:x}-0x{hi:x}" for lo, hi in n["bars"])
+        lines.append(f"    NIC: gnt={n['gnt']} req={n['req']} bars={bars or 'none'}")
+    return lines
+
+
+def _unknown_lines(unk: dict, ac: dict) -> list[str]:
+    """The x/z totals and the rule read by; the unknown values sampled just before clock edges."""
+    lines = []
     total_x = sum(u.get("x", 0) for u in unk.values())
     total_z = sum(u.get("z", 0) for u in unk.values())
     if total_x or total_z:
-        out(f"unknown   {_thousands(total_x)} x and {_thousands(total_z)} z value changes read "
-            "by the rule: active-low lines deasserted (1), other bits 0")
-    ac = s.get("unknown_at_clock") or {}
+        lines.append(f"unknown   {_thousands(total_x)} x and {_thousands(total_z)} z value changes read "
+                     "by the rule: active-low lines deasserted (1), other bits 0")
     if ac.get("channels"):
         parts = [f"{n} " + ", ".join(f"{k} {_thousands(v)}" for k, v in u.items() if v)
                  for n, u in ac["channels"].items()]
-        out(f"          sampled just before {ac['clock']} edges: {'; '.join(parts)}")
+        lines.append(f"          sampled just before {ac['clock']} edges: {'; '.join(parts)}")
     elif ac:
-        out(f"          none sampled just before {ac['clock']} edges")
+        lines.append(f"          none sampled just before {ac['clock']} edges")
+    return lines
 
 
 @click.command(help="Show a capture's channels, time base, duration, clock edges, detected "

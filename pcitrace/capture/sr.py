@@ -366,10 +366,23 @@ def read_sr(path) -> Capture:
         raise PcitraceError("the capture has no enabled logic channels", path=path,
                             where="zip member metadata",
                             fix="enable at least one logic channel when capturing")
+    tb = _sr_timebase(lay, extra, path)
+    reader = _SrReader(path, lay)
+    metadata = {"format": "sr", "unitsize": lay.unitsize, "sr_version": lay.version,
+                "chunk_members": len(lay.chunks)}
+    if lay.analog:
+        metadata["analog_channels_ignored"] = lay.analog
+    metadata.update(extra.get("metadata", {}))
+    return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, reader.source,
+                   metadata=metadata, path=path, field_source=reader.field_source,
+                   shared_reads=lambda: _SrShared(reader))
 
-    mode = extra.get("mode", "timing")
+
+def _sr_timebase(lay: _SrLayout, extra: dict, path: str) -> TimeBase:
+    """The capture's time base: a state capture's clock (or sample timestamps), a timing
+    capture's samplerate; the pcitrace metadata's figures first."""
     start_ps = int(extra.get("start_ps", 0))
-    if mode == "state":
+    if extra.get("mode", "timing") == "state":
         ts = lay.timestamps
         if ts is not None and len(ts) != lay.num_samples:
             raise PcitraceError(f"{len(ts)} sample timestamps for {lay.num_samples} samples",
@@ -380,53 +393,51 @@ def read_sr(path) -> Capture:
             raise PcitraceError("state capture without a clock frequency", path=path,
                                 where="metadata samplerate",
                                 fix="set samplerate to the bus clock in the metadata")
-        tb = TimeBase.state(clock_hz=clock, timestamps_ps=ts, start_ps=start_ps)
-    else:
-        rate = extra.get("samplerate_hz") or lay.samplerate
-        if not rate:
-            raise PcitraceError("no samplerate in the metadata", path=path,
-                                where="metadata [device 1]",
-                                fix='add e.g. "samplerate=100 MHz" to the metadata')
-        tb = TimeBase.timing(rate, start_ps=start_ps)
+        return TimeBase.state(clock_hz=clock, timestamps_ps=ts, start_ps=start_ps)
+    rate = extra.get("samplerate_hz") or lay.samplerate
+    if not rate:
+        raise PcitraceError("no samplerate in the metadata", path=path,
+                            where="metadata [device 1]",
+                            fix='add e.g. "samplerate=100 MHz" to the metadata')
+    return TimeBase.timing(rate, start_ps=start_ps)
 
-    bit_of = dict(zip(lay.names, lay.bits))
-    chunks = lay.chunks
-    unitsize = lay.unitsize
 
-    def raw_blocks(start: int, stop: int, chunk: int, whole: bool = True) -> Iterator[tuple[int, bytes]]:
+class _SrReader:
+    """The packed samples of one .sr file, read in blocks: as channels (``source``), as
+    fields and clocked fields (``field_source``); ``session``: the streams of the active
+    shared_reads(), by request (None outside one)."""
+
+    def __init__(self, path: str, lay: _SrLayout):
+        self.path = path
+        self.chunks = lay.chunks
+        self.unitsize = lay.unitsize
+        self.bit_of = dict(zip(lay.names, lay.bits))
+        self.session: dict | None = None
+
+    def raw_blocks(self, start: int, stop: int, chunk: int, whole: bool = True) -> Iterator[tuple[int, bytes]]:
         """(first sample, bytes of the packed samples) blocks covering [start, stop), each
         ``chunk`` samples long but the last: a block runs on into the next member, so
         consumers re-chunking to the same size never have to stitch pieces together.
         ``whole=False``: a block ends at its member's end too (no copy to join the pieces,
         for consumers that take blocks of any size)."""
         chunk = max(1, int(chunk))
+        unitsize = self.unitsize
         acc: list[bytes] = []
         acc_n = 0
         acc_pos = start
-        with _open_zip(path) as zf:
-            for member, first, n in chunks:
+        with _open_zip(self.path) as zf:
+            for member, first, n in self.chunks:
                 if first + n <= start:
                     continue
                 if first >= stop:
                     break
-                pos = first
                 try:
                     with Member(zf, zf.getinfo(member)) as f:
-                        # Members cannot seek cheaply: skip by reading, bounded pieces.
-                        skip = max(0, start - first)
-                        while skip:
-                            step = min(skip, chunk)
-                            got = f.read(step * unitsize)
-                            if len(got) != step * unitsize:
-                                raise EOFError("chunk shorter than its declared size")
-                            skip -= step
-                            pos += step
+                        pos = _skip_samples(f, first, start, chunk, unitsize)
                         end = min(first + n, stop)
                         while pos < end:
                             step = min(chunk - acc_n, end - pos)
-                            buf = f.read(step * unitsize)
-                            if len(buf) != step * unitsize:
-                                raise EOFError("chunk shorter than its declared size")
+                            buf = _read_exactly(f, step * unitsize)
                             pos += step
                             if acc_n == 0 and (step == chunk or not whole):
                                 yield acc_pos, buf
@@ -441,55 +452,37 @@ def read_sr(path) -> Capture:
                 except ZIP_ERRORS as exc:
                     raise PcitraceError(
                         # a CRC error shows only at the member's end: name the member's samples
-                        f"chunk {member!r} (samples {first}..{first + n - 1}) is corrupt ({exc})", path=path,
+                        f"chunk {member!r} (samples {first}..{first + n - 1}) is corrupt ({exc})", path=self.path,
                         where=f"zip member {member}",
                         fix="the capture is damaged or truncated; re-copy or re-export it") from None
         if acc_n:
             yield acc_pos, b"".join(acc)
 
-    session: dict | None = None           # streams of the active shared_reads(), by request
-
-    def blocks(start: int, stop: int, chunk: int, whole: bool = True) -> Iterator[tuple[int, bytes]]:
+    def blocks(self, start: int, stop: int, chunk: int, whole: bool = True) -> Iterator[tuple[int, bytes]]:
+        """raw_blocks, or inside a shared_reads() session a branch of the one stream that
+        reads them for every reader making the same request."""
+        session = self.session
         if session is None:
-            return raw_blocks(start, stop, chunk, whole)
+            return self.raw_blocks(start, stop, chunk, whole)
         key = (start, stop, chunk, whole)
         b = session["streams"].get(key)
         if b is None:
             # at most SHARED_BYTES of inflated blocks held for readers that fall behind
-            b = session["streams"][key] = Broadcast(raw_blocks(*key), lambda: raw_blocks(*key),
-                                                    max_items=max(2, SHARED_BYTES // max(chunk * unitsize, 1)))
+            b = session["streams"][key] = Broadcast(self.raw_blocks(*key), lambda: self.raw_blocks(*key),
+                                                    max_items=max(2, SHARED_BYTES // max(chunk * self.unitsize, 1)))
             if session["sealed"]:
                 b.seal()
         return b.branch()
 
-    class Shared(SharedReads):
-        own = False                       # this context opened the session
-
-        def __enter__(self):
-            nonlocal session
-            if session is None:           # one session at a time; a nested one shares nothing
-                session = {"streams": {}, "sealed": False}
-                self.own = True
-            return self
-
-        def seal(self):
-            if self.own:
-                session["sealed"] = True
-                for b in session["streams"].values():
-                    b.seal()
-
-        def close(self):
-            nonlocal session
-            if self.own:
-                session, self.own = None, False
-
-    def source(names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:
-        for pos, data in blocks(start, stop, chunk):
-            lines = _Lines(np.frombuffer(data, dtype=np.uint8).reshape(-1, unitsize))
+    def source(self, names: Sequence[str], start: int, stop: int, chunk: int) -> Iterator[Chunk]:
+        bit_of = self.bit_of
+        for pos, data in self.blocks(start, stop, chunk):
+            lines = _Lines(np.frombuffer(data, dtype=np.uint8).reshape(-1, self.unitsize))
             yield Chunk(pos, {nm: lines.bit(bit_of[nm]) for nm in names})
 
-    def field_source(fields, start: int, stop: int, chunk: int, clock: str | None = None,
+    def field_source(self, fields, start: int, stop: int, chunk: int, clock: str | None = None,
                      changes: LineCode | None = None) -> Iterator[Chunk]:
+        bit_of, unitsize = self.bit_of, self.unitsize
         plan = {k: (v if isinstance(v, LineCode) else [bit_of[v]] if isinstance(v, str) else [bit_of[c] for c in v],
                     isinstance(v, str))
                 for k, v in fields.items()}
@@ -497,18 +490,12 @@ def read_sr(path) -> Capture:
         prev = None
         prev_code = None
         # clocked fields come in any number per block: blocks need not be joined across members
-        for pos, data in blocks(start, stop, chunk, whole=cb is None):
+        for pos, data in self.blocks(start, stop, chunk, whole=cb is None):
             raw = np.frombuffer(data, np.uint8).reshape(-1, unitsize)
             change_out = (np.zeros(0, np.int64), np.zeros(0, np.uint8))
             if changes is not None and len(raw):
-                c = _Lines(raw).code([bit_of[x] for x in changes.channels], changes.weights, changes.levels)
-                at = np.flatnonzero(c[1:] != c[:-1]) + 1
-                flips = c[at] ^ c[at - 1]
-                if prev_code is not None and c[0] != prev_code:
-                    at = np.concatenate(([0], at))
-                    flips = np.concatenate(([c[0] ^ prev_code], flips))
-                prev_code = c[-1]
-                change_out = (at + pos, flips)
+                change_out, prev_code = _code_changes(raw, [bit_of[x] for x in changes.channels], changes,
+                                                      prev_code, pos)
             if cb is not None:
                 # only the samples at the clock's rising edges are unpacked: a timing capture
                 # holds several samples per clock
@@ -516,31 +503,87 @@ def read_sr(path) -> Capture:
                 edges = rising_edges(clk, prev)
                 prev = clk[-1] if len(clk) else prev
                 raw = raw[edges]
-            n = len(raw)
-            # 8 spare bytes: a word read at any byte of the last sample stays in the buffer
-            buf = np.empty(n * unitsize + 8, np.uint8)
-            buf[:n * unitsize] = raw.reshape(-1)
-            buf[n * unitsize:] = 0
-            lines = _Lines(buf[:n * unitsize].reshape(n, unitsize))
-            out = {}
-            for k, (bits, single) in plan.items():
-                if isinstance(bits, LineCode):
-                    out[k] = lines.code([bit_of[c] for c in bits.channels], bits.weights, bits.levels)
-                else:
-                    out[k] = lines.bit(bits[0]) if single else _gather_vector(buf, n, unitsize, bits)
+            out = _unpack_fields(raw, unitsize, plan, bit_of)
             if cb is not None:
                 out[EDGES] = edges + pos
             if changes is not None:
                 out[CHANGES], out[FLIPS] = change_out
             yield Chunk(pos, out)
 
-    metadata = {"format": "sr", "unitsize": unitsize, "sr_version": lay.version,
-                "chunk_members": len(chunks)}
-    if lay.analog:
-        metadata["analog_channels_ignored"] = lay.analog
-    metadata.update(extra.get("metadata", {}))
-    return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, source,
-                   metadata=metadata, path=path, field_source=field_source, shared_reads=Shared)
+
+def _skip_samples(f, first: int, start: int, chunk: int, unitsize: int) -> int:
+    """Read past the member's samples before ``start`` (members cannot seek cheaply: by
+    reading, in bounded pieces); returns the sample the member is then at."""
+    pos = first
+    skip = max(0, start - first)
+    while skip:
+        step = min(skip, chunk)
+        _read_exactly(f, step * unitsize)
+        skip -= step
+        pos += step
+    return pos
+
+
+def _read_exactly(f, size: int) -> bytes:
+    got = f.read(size)
+    if len(got) != size:
+        raise EOFError("chunk shorter than its declared size")
+    return got
+
+
+def _code_changes(raw: np.ndarray, bits: list[int], changes: LineCode, prev_code, pos: int):
+    """The samples of a block where the code of ``changes``' lines changes (from the block
+    before's last code ``prev_code`` too) and which bits flip there: ((samples, flips), the
+    block's last code)."""
+    c = _Lines(raw).code(bits, changes.weights, changes.levels)
+    at = np.flatnonzero(c[1:] != c[:-1]) + 1
+    flips = c[at] ^ c[at - 1]
+    if prev_code is not None and c[0] != prev_code:
+        at = np.concatenate(([0], at))
+        flips = np.concatenate(([c[0] ^ prev_code], flips))
+    return (at + pos, flips), c[-1]
+
+
+def _unpack_fields(raw: np.ndarray, unitsize: int, plan: dict, bit_of: dict) -> dict[str, np.ndarray]:
+    """The planned fields of packed samples: a line's bits, a vector's value, or a LineCode."""
+    n = len(raw)
+    # 8 spare bytes: a word read at any byte of the last sample stays in the buffer
+    buf = np.empty(n * unitsize + 8, np.uint8)
+    buf[:n * unitsize] = raw.reshape(-1)
+    buf[n * unitsize:] = 0
+    lines = _Lines(buf[:n * unitsize].reshape(n, unitsize))
+    out = {}
+    for k, (bits, single) in plan.items():
+        if isinstance(bits, LineCode):
+            out[k] = lines.code([bit_of[c] for c in bits.channels], bits.weights, bits.levels)
+        else:
+            out[k] = lines.bit(bits[0]) if single else _gather_vector(buf, n, unitsize, bits)
+    return out
+
+
+class _SrShared(SharedReads):
+    """A shared_reads() context of one .sr reader: the first one opens a session (one at a
+    time; a nested one shares nothing), ``seal`` ends the joining of new readers."""
+
+    def __init__(self, reader: _SrReader):
+        self.reader = reader
+        self.own = False                  # this context opened the session
+
+    def __enter__(self):
+        if self.reader.session is None:
+            self.reader.session = {"streams": {}, "sealed": False}
+            self.own = True
+        return self
+
+    def seal(self):
+        if self.own:
+            self.reader.session["sealed"] = True
+            for b in self.reader.session["streams"].values():
+                b.seal()
+
+    def close(self):
+        if self.own:
+            self.reader.session, self.own = None, False
 
 
 # -- writing -------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from itertools import repeat
+from typing import NamedTuple
 
 import numpy as np
 
@@ -527,84 +528,141 @@ def _rust_panics_quiet(path: str):
 
 def read_vcd(path) -> Capture:
     """Open a .vcd or .vcd.gz file (see the module doc for the x/z rule and time bases)."""
-    import pywellen
-
     path = os.fspath(path)
     with _plain_vcd(path) as plain:
         header, body_start = _header_text(plain)
         extra = _pcitrace_comment(header)
         end_tick = _final_timestamp(plain, body_start)
         declared = set(re.findall(r"\$var\s+\S+\s+\d+\s+(\S+)\s+", header))
-
-        def undeclared_error():
-            bad = _find_undeclared(plain, body_start, declared)
-            if bad is None:
-                return None
-            lineno, text, ident = bad
-            return PcitraceError(f"value change {text!r} names identifier {ident!r}, which no "
-                                 "$var declares", path=path, where=f"line {lineno}",
-                                 fix="the VCD is corrupt; regenerate it or declare the signal "
-                                     "in the header")
-
         if not _dense_ids(declared):
             used = _body_ids(plain, body_start)
             if any(u.decode("utf-8", "replace") not in declared for u in used):
-                raise undeclared_error() or PcitraceError(
+                raise _undeclared_error(plain, body_start, declared, path) or PcitraceError(
                     "a value change names an undeclared identifier", path=path,
                     where="value changes", fix="the VCD is corrupt; regenerate it")
-        gc_was = gc.isenabled()
-        gc.disable()   # millions of small objects come and go below; none form cycles
-        try:
-            with _rust_panics_quiet(path):
+        wave = _load_wave(plain, path, lambda: _undeclared_error(plain, body_start, declared, path))
+    tick_ps, usable, keys, raw = wave.tick_ps, wave.usable, wave.keys, wave.raw
+    names = _channel_names(usable, PCITRACE_COMMENT if extra else None)
+    nchanges = sum(len(t) for t, _ in raw.values())
+    grid = _vcd_grid(extra, names, keys, raw, tick_ps, end_tick, path)
+    times, values, masks, unknown, chans = _vcd_channels(names, usable, keys, raw, tick_ps, extra, path)
+    raw.clear()
+    # every channel gets an entry at the capture's first time: unknown until its first change
+    first_t = grid.t0 if grid.t0 is not None else min((int(t[0]) for t in times.values() if len(t)),
+                                                      default=0)
+    if grid.sample_times is not None and len(grid.sample_times):
+        first_t = int(grid.sample_times[0])
+    _start_unknown(times, values, masks, unknown, first_t)
+
+    metadata = {"format": "vcd", "timescale_ps": tick_ps, "changes": int(nchanges),
+                "unknown_counts": unknown}
+    if end_tick is not None:
+        end_ps = int(_ticks_to_ps(np.array([end_tick], dtype=np.int64), tick_ps)[0])
+        if end_ps > max((int(t[-1]) for t in times.values() if len(t)), default=end_ps):
+            metadata["end_ps"] = end_ps     # a closing timestamp after the last change
+    if wave.skipped:
+        metadata["skipped_vars"] = wave.skipped
+    if extra:
+        metadata.update(extra.get("metadata", {}))
+    return VcdCapture(chans, times, values, metadata, path, masks, grid_rate=grid.rate, mode=grid.mode,
+                      start_ps=grid.start_ps, num_samples=(int(extra["num_samples"]) if grid.rate
+                                                           else None),
+                      sample_times=grid.sample_times)
+
+
+def _undeclared_error(plain: str, body_start: int, declared: set[str], path) -> PcitraceError | None:
+    """The error naming the first value change whose identifier no $var declares (None: none)."""
+    bad = _find_undeclared(plain, body_start, declared)
+    if bad is None:
+        return None
+    lineno, text, ident = bad
+    return PcitraceError(f"value change {text!r} names identifier {ident!r}, which no "
+                         "$var declares", path=path, where=f"line {lineno}",
+                         fix="the VCD is corrupt; regenerate it or declare the signal "
+                             "in the header")
+
+
+class _Wave(NamedTuple):
+    """The value changes pywellen read, per signal, not yet converted."""
+
+    tick_ps: float                  # one timestamp unit in ps
+    usable: list                    # the vars of bit signals (not real or string)
+    keys: list[str]                 # each usable var's signal (aliased vars share one)
+    raw: dict[str, tuple[np.ndarray, np.ndarray]]   # signal -> (ticks, values as Python objects)
+    skipped: list[str]              # names of the real and string vars
+
+
+def _load_wave(plain: str, path, undeclared) -> _Wave:
+    """Every bit signal's value changes, through pywellen. ``undeclared()``: the error to
+    raise when a signal cannot be read because of an undeclared identifier (else None)."""
+    import pywellen
+
+    gc_was = gc.isenabled()
+    gc.disable()   # millions of small objects come and go below; none form cycles
+    try:
+        with _rust_panics_quiet(path):
+            try:
+                wave = pywellen.Waveform(plain)
+                vars_ = list(wave.all_vars())
+            except BaseException as exc:  # pywellen raises RuntimeError or pyo3 panics
+                if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+                    raise
+                raise _wellen_error(path, exc, "VCD header") from None
+            ts = wave.timescale
+            unit_ps = _UNIT_PS.get(str(ts.unit).strip()) if ts is not None else 1
+            if unit_ps is None:
+                raise PcitraceError(f"unsupported timescale unit {ts.unit!r}", path=path,
+                                    where="$timescale", fix="use s, ms, us, ns, ps or fs")
+            tick_ps = (ts.factor if ts is not None else 1) * unit_ps
+            usable = [v for v in vars_ if not (v.is_real or v.is_string)]
+            skipped = [v.full_name for v in vars_ if v.is_real or v.is_string]
+            # Aliased vars (one id code, several names) share one signal.
+            raw: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+            keys = []
+            for v in usable:
+                key = str(v.signal_ref)
+                keys.append(key)
+                if key in raw:
+                    continue
                 try:
-                    wave = pywellen.Waveform(plain)
-                    vars_ = list(wave.all_vars())
-                except BaseException as exc:  # pywellen raises RuntimeError or pyo3 panics
+                    sig = v.signal
+                    # (time, value) pairs straight into numpy: values stay Python
+                    # objects (ints, or strings holding x/z) until the rule maps them
+                    pairs = np.fromiter(sig, dtype=_PAIR, count=len(sig))
+                except BaseException as exc:
                     if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
                         raise
-                    raise _wellen_error(path, exc, "VCD header") from None
-                ts = wave.timescale
-                unit_ps = _UNIT_PS.get(str(ts.unit).strip()) if ts is not None else 1
-                if unit_ps is None:
-                    raise PcitraceError(f"unsupported timescale unit {ts.unit!r}", path=path,
-                                        where="$timescale", fix="use s, ms, us, ns, ps or fs")
-                tick_ps = (ts.factor if ts is not None else 1) * unit_ps
-                usable = [v for v in vars_ if not (v.is_real or v.is_string)]
-                skipped = [v.full_name for v in vars_ if v.is_real or v.is_string]
-                names = _channel_names(usable, PCITRACE_COMMENT if extra else None)
-                # Aliased vars (one id code, several names) share one signal.
-                raw: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-                keys = []
-                for v in usable:
-                    key = str(v.signal_ref)
-                    keys.append(key)
-                    if key in raw:
-                        continue
-                    try:
-                        sig = v.signal
-                        # (time, value) pairs straight into numpy: values stay Python
-                        # objects (ints, or strings holding x/z) until the rule maps them
-                        pairs = np.fromiter(sig, dtype=_PAIR, count=len(sig))
-                    except BaseException as exc:
-                        if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
-                            raise
-                        raise (undeclared_error() or
-                               _wellen_error(path, exc, "value changes")) from None
-                    raw[key] = (pairs["t"].copy(), pairs["v"])
-                    del pairs
-        finally:
-            if gc_was:
-                gc.enable()
+                    raise (undeclared() or _wellen_error(path, exc, "value changes")) from None
+                raw[key] = (pairs["t"].copy(), pairs["v"])
+                del pairs
+    finally:
+        if gc_was:
+            gc.enable()
+    return _Wave(tick_ps, usable, keys, raw, skipped)
 
-    nchanges = sum(len(t) for t, _ in raw.values())
 
-    def to_ps(t: np.ndarray) -> np.ndarray:
-        if tick_ps == 1:
-            return t
-        if float(tick_ps).is_integer():
-            return t * int(tick_ps)
-        return np.rint(t * tick_ps).astype(np.int64)   # fs timescales round to whole ps
+def _ticks_to_ps(t: np.ndarray, tick_ps: float) -> np.ndarray:
+    """VCD timestamps in ps (fs timescales round to whole ps)."""
+    if tick_ps == 1:
+        return t
+    if float(tick_ps).is_integer():
+        return t * int(tick_ps)
+    return np.rint(t * tick_ps).astype(np.int64)
 
+
+class _Grid(NamedTuple):
+    """The sample grid a VCD pcitrace wrote declares (none: a plain dump, timing mode)."""
+
+    rate: float | None                  # samples per second of a uniform grid
+    mode: str                           # "timing" or "state"
+    start_ps: int
+    sample_times: np.ndarray | None     # non-uniform state samples (the sample-clock var)
+    t0: int | None                      # the grid's first time
+
+
+def _vcd_grid(extra: dict | None, names: list[str], keys: list[str], raw: dict, tick_ps: float,
+              end_tick: int | None, path) -> _Grid:
+    """The grid from the pcitrace comment; raises when the dump stops before its last sample."""
     grid_rate = None
     mode = (extra or {}).get("mode", "timing")
     if extra and extra.get("samplerate_hz"):
@@ -616,18 +674,23 @@ def read_vcd(path) -> Capture:
     if extra and extra.get("sample_clock"):
         for nm, k in zip(names, keys):
             if nm == SAMPLE_CLOCK_VAR:
-                sample_times = np.unique(to_ps(raw[k][0]))
-    t0 = start_ps if grid_rate is not None else None
+                sample_times = np.unique(_ticks_to_ps(raw[k][0], tick_ps))
     if grid_rate and extra.get("num_samples") and end_tick is not None:
         # A VCD we wrote says how many samples it holds; its closing timestamp comes after the
         # last one. A dump that stops before that was cut short.
         last_ps = start_ps + (int(extra["num_samples"]) - 1) * 1e12 / grid_rate
-        if to_ps(np.array([end_tick], dtype=np.int64))[0] < last_ps - 1e12 / grid_rate:
+        if _ticks_to_ps(np.array([end_tick], dtype=np.int64), tick_ps)[0] < last_ps - 1e12 / grid_rate:
             raise PcitraceError(f"the VCD ends at timestamp #{end_tick}, before its last sample "
                                 f"({int(extra['num_samples'])} declared in its pcitrace comment)",
                                 path=path, where="end of file",
                                 fix="the file is truncated; use the complete dump")
+    return _Grid(grid_rate, mode, start_ps, sample_times, start_ps if grid_rate is not None else None)
 
+
+def _vcd_channels(names: list[str], usable: list, keys: list[str], raw: dict, tick_ps: float,
+                  extra: dict | None, path):
+    """Per channel: change times (ps), values by the x/z rule, x/z masks, x/z counts; and the
+    channel list. Vars aliasing one signal with the same width and polarity convert once."""
     times: dict[str, np.ndarray] = {}
     values: dict[str, np.ndarray] = {}
     masks: dict[str, np.ndarray] = {}      # per change: 1 held an x, 2 a z, 3 both
@@ -642,7 +705,7 @@ def read_vcd(path) -> Capture:
         ck = (key, w, low)
         if ck not in done:
             t, vals = raw[key]
-            t = to_ps(t)
+            t = _ticks_to_ps(t, tick_ps)
             if len(t) > 1 and np.any(t[1:] < t[:-1]):
                 raise PcitraceError(f"time goes backwards in signal {nm!r}", path=path,
                                     where=f"signal {nm}",
@@ -659,12 +722,12 @@ def read_vcd(path) -> Capture:
         if nx or nz:
             unknown[nm] = {"x": nx, "z": nz}
         chans.append(ChannelInfo(nm, w))
-    raw.clear()
-    # every channel gets an entry at the capture's first time: unknown until its first change
-    first_t = t0 if t0 is not None else min((int(t[0]) for t in times.values() if len(t)),
-                                            default=0)
-    if sample_times is not None and len(sample_times):
-        first_t = int(sample_times[0])
+    return times, values, masks, unknown, chans
+
+
+def _start_unknown(times: dict, values: dict, masks: dict, unknown: dict, first_t: int) -> None:
+    """A channel whose first change comes after first_t gets one there: an x (its idle level:
+    1 for an active-low line, else 0), counted in ``unknown`` and marked in ``masks``."""
     for nm in list(times):
         t, conv = times[nm], values[nm]
         if len(t) == 0 or t[0] > first_t:
@@ -676,21 +739,6 @@ def read_vcd(path) -> Capture:
                                        ).astype(np.uint8)
             u = unknown.setdefault(nm, {"x": 0, "z": 0})
             u["x"] += 1
-
-    metadata = {"format": "vcd", "timescale_ps": tick_ps, "changes": int(nchanges),
-                "unknown_counts": unknown}
-    if end_tick is not None:
-        end_ps = int(to_ps(np.array([end_tick], dtype=np.int64))[0])
-        if end_ps > max((int(t[-1]) for t in times.values() if len(t)), default=end_ps):
-            metadata["end_ps"] = end_ps     # a closing timestamp after the last change
-    if skipped:
-        metadata["skipped_vars"] = skipped
-    if extra:
-        metadata.update(extra.get("metadata", {}))
-    return VcdCapture(chans, times, values, metadata, path, masks, grid_rate=grid_rate, mode=mode,
-                      start_ps=start_ps, num_samples=(int(extra["num_samples"]) if grid_rate
-                                                      else None),
-                      sample_times=sample_times)
 
 
 # -- writing -------------------------------------------------------------------------------
@@ -737,56 +785,18 @@ def write_vcd(capture: Capture, path, *, chunk_samples: int | None = None) -> No
     lines = bit_channels(capture)
     tb = capture.timebase
     start_ps = int(tb.start_ps)
-    uniform = tb.timestamps_ps is None
-    sample_clock = tb.mode == "state" and not uniform
+    sample_clock = tb.mode == "state" and tb.timestamps_ps is not None
     ts_fs, ts_text = _choose_timescale(tb, start_ps)
     ts_ps = ts_fs / 1000
-    extra = {"mode": tb.mode, "num_samples": capture.num_samples, "start_ps": start_ps,
-             "vectors": {c.name: c.width for c in capture.channels if c.width > 1}}
-    if uniform and tb.mode == "timing":
-        extra["samplerate_hz"] = tb.samplerate_hz
-    elif uniform:
-        extra["clock_hz"] = tb.clock_hz
-    if sample_clock:
-        extra["sample_clock"] = True
-    meta = {k: v for k, v in capture.metadata.items()
-            if k not in ("format", "unknown_counts", "changes", "timescale_ps", "unitsize",
-                         "sr_version", "chunk_members")}
-    try:
-        json.dumps(meta)
-        extra["metadata"] = meta
-    except (TypeError, ValueError):
-        pass
+    extra = _vcd_comment(capture)
     for nm, _, _ in lines:
         if any(c.isspace() for c in nm) or not nm:
             raise PcitraceError(f"channel name {nm!r} contains white space, which VCD cannot "
                                 "hold", path=capture.path,
                                 fix="rename the channel (e.g. with a profile) before writing VCD")
-
-    # scopes from dotted prefixes ("send.FRAME#" -> scope send, var FRAME#)
-    out_vars = list(lines)
-    if sample_clock:
-        out_vars.append((SAMPLE_CLOCK_VAR, None, 0))
+    out_vars = [nm for nm, _, _ in lines] + ([SAMPLE_CLOCK_VAR] if sample_clock else [])
     idents = [_ident(i) for i in range(len(out_vars))]
-    head = ["$date", "\tpcitrace", "$end", "$version", "\tpcitrace", "$end",
-            f"$comment {PCITRACE_COMMENT} {json.dumps(extra, sort_keys=True)} $end",
-            f"$timescale {ts_text} $end", f"$scope module {PCITRACE_COMMENT} $end"]
-    cur: list[str] = []
-    for (nm, _, _), ident in zip(out_vars, idents):
-        parts = nm.split(".")
-        scope, leaf = parts[:-1], parts[-1]
-        if any(not p for p in parts):
-            scope, leaf = [], nm
-        k = 0
-        while k < min(len(cur), len(scope)) and cur[k] == scope[k]:
-            k += 1
-        head += ["$upscope $end"] * (len(cur) - k)
-        head += [f"$scope module {s} $end" for s in scope[k:]]
-        cur = scope
-        head.append(f"$var wire 1 {ident} {leaf} $end")
-    head += ["$upscope $end"] * len(cur)
-    head += ["$upscope $end", "$enddefinitions $end"]
-
+    head = _vcd_header(out_vars, idents, extra, ts_text)
     nvar = len(out_vars)
     tokens = np.array([f"{b}{ident}" for b in "01" for ident in idents], dtype=object)
     sources = list(dict.fromkeys(src for _, src, _ in lines))
@@ -802,52 +812,120 @@ def write_vcd(capture: Capture, path, *, chunk_samples: int | None = None) -> No
         if chunk_samples is None:
             chunk_samples = max(4096, (16 << 20) // max(1, nvar))
         for ch in capture.iter_chunks(sources, chunk_samples=chunk_samples):
-            n = ch.length
-            cols = np.empty((nvar, n), dtype=np.uint8)
-            for k, (_, src, bit) in enumerate(lines):
-                a = ch.data[src]
-                cols[k] = (a >> a.dtype.type(bit)) & a.dtype.type(1) if bit else a & a.dtype.type(1)
-            if sample_clock:
-                cols[nvar - 1] = (np.arange(ch.start, ch.start + n) & 1).astype(np.uint8)
-            if prev is None:
-                changed = np.ones((nvar, n), dtype=bool)
-                changed[:, 1:] = cols[:, 1:] != cols[:, :-1]
-            else:
-                changed = np.empty((nvar, n), dtype=bool)
-                changed[:, 0] = cols[:, 0] != prev
-                changed[:, 1:] = cols[:, 1:] != cols[:, :-1]
+            cols = _line_columns(ch, lines, sample_clock)
+            events = _value_changes(cols, prev, ch.start)
             prev = cols[:, -1].copy()
-            # events in time order (sample-major, variable-minor)
-            samp, var = np.nonzero(changed.T)
-            if len(samp) == 0:
+            if events is None:
                 continue
-            tok = tokens[cols[var, samp].astype(np.int64) * nvar + var]
-            first = np.ones(len(samp), dtype=bool)
-            first[1:] = samp[1:] != samp[:-1]
-            uniq = samp[first] + ch.start
-            ticks = tick_of(uniq)
+            samp, var, first = events
+            ticks = tick_of(samp[first] + ch.start)
             if last_tick is not None and ticks[0] <= last_tick:
                 raise PcitraceError("two samples fall on the same VCD time", path=capture.path,
                                     fix="the capture's timestamps are not increasing")
             last_tick = int(ticks[-1])
-            out = np.empty(len(samp) + len(uniq), dtype=object)
-            pos_ts = np.flatnonzero(first) + np.arange(len(uniq))
-            mask = np.ones(len(out), dtype=bool)
-            mask[pos_ts] = False
-            out[pos_ts] = ["#" + s for s in map(str, ticks.tolist())]
-            out[mask] = tok
-            f.write("\n".join(out.tolist()))
+            f.write("\n".join(_change_text(tokens[cols[var, samp].astype(np.int64) * nvar + var],
+                                           first, ticks)))
             f.write("\n")
         # closing timestamp one sample after the last, so the length survives
-        n = capture.num_samples
-        if n:
-            if tb.timestamps_ps is not None:
-                ts = tb.timestamps_ps
-                step = int(np.median(np.diff(ts))) if len(ts) > 1 else 1
-                end_ps = int(ts[-1]) + max(1, step)
-                end_tick = int(round(end_ps / ts_ps))
-            else:
-                end_tick = int(tick_of(np.array([n]))[0])
-            if last_tick is not None and end_tick <= last_tick:
-                end_tick = last_tick + 1
-            f.write(f"#{end_tick}\n")
+        if capture.num_samples:
+            f.write(f"#{_closing_tick(tb, capture.num_samples, ts_ps, tick_of, last_tick)}\n")
+
+
+def _vcd_comment(capture: Capture) -> dict:
+    """What the pcitrace comment of a written VCD holds: mode, sample count and grid, vector
+    widths, and the capture's metadata (when it is JSON)."""
+    tb = capture.timebase
+    uniform = tb.timestamps_ps is None
+    extra = {"mode": tb.mode, "num_samples": capture.num_samples, "start_ps": int(tb.start_ps),
+             "vectors": {c.name: c.width for c in capture.channels if c.width > 1}}
+    if uniform and tb.mode == "timing":
+        extra["samplerate_hz"] = tb.samplerate_hz
+    elif uniform:
+        extra["clock_hz"] = tb.clock_hz
+    if tb.mode == "state" and not uniform:
+        extra["sample_clock"] = True
+    meta = {k: v for k, v in capture.metadata.items()
+            if k not in ("format", "unknown_counts", "changes", "timescale_ps", "unitsize",
+                         "sr_version", "chunk_members")}
+    try:
+        json.dumps(meta)
+        extra["metadata"] = meta
+    except (TypeError, ValueError):
+        pass
+    return extra
+
+
+def _vcd_header(names: list[str], idents: list[str], extra: dict, ts_text: str) -> list[str]:
+    """The header's lines; scopes from dotted prefixes ("send.FRAME#" -> scope send, var FRAME#)."""
+    head = ["$date", "\tpcitrace", "$end", "$version", "\tpcitrace", "$end",
+            f"$comment {PCITRACE_COMMENT} {json.dumps(extra, sort_keys=True)} $end",
+            f"$timescale {ts_text} $end", f"$scope module {PCITRACE_COMMENT} $end"]
+    cur: list[str] = []
+    for nm, ident in zip(names, idents):
+        parts = nm.split(".")
+        scope, leaf = parts[:-1], parts[-1]
+        if any(not p for p in parts):
+            scope, leaf = [], nm
+        k = 0
+        while k < min(len(cur), len(scope)) and cur[k] == scope[k]:
+            k += 1
+        head += ["$upscope $end"] * (len(cur) - k)
+        head += [f"$scope module {s} $end" for s in scope[k:]]
+        cur = scope
+        head.append(f"$var wire 1 {ident} {leaf} $end")
+    head += ["$upscope $end"] * len(cur)
+    head += ["$upscope $end", "$enddefinitions $end"]
+    return head
+
+
+def _line_columns(ch: Chunk, lines, sample_clock: bool) -> np.ndarray:
+    """One row of bits per written line (then the sample clock's toggling row) for a chunk."""
+    n = ch.length
+    nvar = len(lines) + (1 if sample_clock else 0)
+    cols = np.empty((nvar, n), dtype=np.uint8)
+    for k, (_, src, bit) in enumerate(lines):
+        a = ch.data[src]
+        cols[k] = (a >> a.dtype.type(bit)) & a.dtype.type(1) if bit else a & a.dtype.type(1)
+    if sample_clock:
+        cols[nvar - 1] = (np.arange(ch.start, ch.start + n) & 1).astype(np.uint8)
+    return cols
+
+
+def _value_changes(cols: np.ndarray, prev: np.ndarray | None, start: int):
+    """The changes in time order (sample-major, variable-minor): (sample, var, first change of
+    its sample); every line changes on the first sample (prev None). None when nothing changes."""
+    nvar, n = cols.shape
+    changed = np.empty((nvar, n), dtype=bool)
+    changed[:, 0] = True if prev is None else cols[:, 0] != prev
+    changed[:, 1:] = cols[:, 1:] != cols[:, :-1]
+    samp, var = np.nonzero(changed.T)
+    if len(samp) == 0:
+        return None
+    first = np.ones(len(samp), dtype=bool)
+    first[1:] = samp[1:] != samp[:-1]
+    return samp, var, first
+
+
+def _change_text(tok: np.ndarray, first: np.ndarray, ticks: np.ndarray) -> list[str]:
+    """The body's lines: "#tick" before the first change of each sample, then the changes."""
+    out = np.empty(len(tok) + len(ticks), dtype=object)
+    pos_ts = np.flatnonzero(first) + np.arange(len(ticks))
+    mask = np.ones(len(out), dtype=bool)
+    mask[pos_ts] = False
+    out[pos_ts] = ["#" + s for s in map(str, ticks.tolist())]
+    out[mask] = tok
+    return out.tolist()
+
+
+def _closing_tick(tb: TimeBase, n: int, ts_ps: float, tick_of, last_tick: int | None) -> int:
+    """The closing timestamp: one sample after the last (after the last change at least)."""
+    if tb.timestamps_ps is not None:
+        ts = tb.timestamps_ps
+        step = int(np.median(np.diff(ts))) if len(ts) > 1 else 1
+        end_ps = int(ts[-1]) + max(1, step)
+        end_tick = int(round(end_ps / ts_ps))
+    else:
+        end_tick = int(tick_of(np.array([n]))[0])
+    if last_tick is not None and end_tick <= last_tick:
+        end_tick = last_tick + 1
+    return end_tick

@@ -143,6 +143,37 @@ def _close_mask(cap: np.ndarray) -> np.ndarray:
     return np.concatenate([[False], gaps < 0.4 * float(np.median(gaps))])
 
 
+class _RunNumbers:
+    """The run's packets by number (run times and numbers as given: ascending times)."""
+
+    def __init__(self, run: np.ndarray, rnum: np.ndarray):
+        self.run, self.rnum = run, rnum
+        self.index = {int(v): j for j, v in enumerate(rnum)}       # number -> run packet
+        order_n = np.argsort(rnum, kind="stable")
+        nums_sorted, times_by_num = rnum[order_n], run[order_n].astype(float)
+        self.lo, self.hi = int(nums_sorted[0]), int(nums_sorted[-1])
+        dn = np.diff(nums_sorted)
+        # the run's usual time per number
+        self.per_number = (float(np.median(np.diff(times_by_num)[dn > 0] / dn[dn > 0]))
+                           if (dn > 0).any() else 0.0)
+
+
+@dataclass
+class _Anchor:
+    """Where a walk of :func:`_track` stands. The anchor is the last capture packet given a
+    number (a number the run lost anchors at its interpolated time); the last real pair is
+    where time differences start."""
+
+    a_i: int                # anchor: capture index ...
+    a_n: int                # ... and its number
+    last_j: int             # run index of the last real pair ...
+    r_i: int                # ... its capture index, number and run time
+    r_n: int
+    r_t: float
+    extra: int = 0          # capture packets skipped as too close since the anchor
+    follow: int = 0         # > 0: the capture repeats the run's irregular intervals (a real capture of it)
+
+
 def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: int, jl: int,
            lookahead: int = 4, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Walk the capture in time order from the pair (il, jl), pairing each packet with the run
@@ -155,114 +186,107 @@ def _track(cap: np.ndarray, run: np.ndarray, rnum: np.ndarray, tol: float, il: i
     run packet fits the capture interval better) or the run lacks n + k (lost: left unpaired,
     and the interval decides whether the capture shows it or jumps past it).
     """
-    n_cap = len(cap)
-    num_to_j = {int(v): j for j, v in enumerate(rnum)}
-    order_n = np.argsort(rnum, kind="stable")
-    nums_sorted, times_by_num = rnum[order_n], run[order_n].astype(float)
-    lo_num, hi_num = int(nums_sorted[0]), int(nums_sorted[-1])
-
-    dn = np.diff(nums_sorted)
-    per_number = float(np.median(np.diff(times_by_num)[dn > 0] / dn[dn > 0])) if (dn > 0).any() else 0.0
-
-    def time_of(u: int) -> tuple[float, int]:
-        """Run time of number u; for a number the run lost, extrapolated from the last real
-        pair at the run's usual spacing (interpolating across a loss gap would smear the
-        sender's stalls inside it over the lost packets)."""
-        j = num_to_j.get(u)
-        if j is not None:
-            return float(run[j]), j
-        return r_t + (u - r_n) * per_number, -1
-
+    rn = _RunNumbers(run, rnum)
     pairs_i, pairs_j = [il], [jl]
     close = _close_mask(cap)
-    # The anchor is the last capture packet given a number: (capture index, number, run time);
-    # a number the run lost anchors at its interpolated time.
-    a_i, a_n, last_j = il, int(rnum[jl]), jl
-    r_i, r_n, r_t = il, int(rnum[jl]), float(run[jl])   # last real pair: time differences start here
-    extra = 0
-    follow = 0  # > 0: the capture repeats the run's irregular intervals (a real capture of it)
-    for i in range(il + 1, n_cap if stop is None else min(n_cap, stop)):
+    st = _Anchor(il, int(rnum[jl]), jl, il, int(rnum[jl]), float(run[jl]))
+    for i in range(il + 1, len(cap) if stop is None else min(len(cap), stop)):
         if close[i]:
-            extra += 1
+            st.extra += 1
             continue
-        dc = float(cap[i] - cap[r_i])
-        dc_local = float(cap[i] - cap[a_i])
-        t = a_n + (i - a_i - extra)
-        # Candidates: the numbered successor t, the next few numbers (the capture skipped
-        # packets) and the next few packets the run has (the capture jumped over a loss gap).
-        # A number the run has is judged by the exact interval since the last real pair; one it
-        # lost by the local interval at the run's usual spacing. The successor wins unless
-        # another candidate fits clearly better.
-        nexts = [int(rnum[j]) for j in range(last_j + 1, min(len(run), last_j + 1 + lookahead))]
-        obs = []    # (abs error, number, run index, run time, relative error) for numbers the run has
-        virt = []   # (relative error, number) for numbers the run lost
-        # Numbers between the last real pair and t come back in when the run has them: that
-        # repairs a wrong guess made while the run had no times to check.
-        for u in sorted(set(range(max(r_n + 1, t - lookahead), t + lookahead + 1)).union(nexts)):
-            if not (lo_num <= u <= hi_num):
-                continue
-            j = num_to_j.get(u)
-            if j is not None:
-                if j > last_j:
-                    tu = float(run[j])
-                    obs.append((abs(dc - (tu - r_t)), u, j, tu, _rel(dc, tu - r_t)))
-            elif u >= t:
-                virt.append((_rel(dc_local, (u - a_n) * per_number), u))
-        best = None
+        dc = float(cap[i] - cap[st.r_i])
+        t = st.a_n + (i - st.a_i - st.extra)
+        obs, virt = _track_candidates(rn, st, t, dc, float(cap[i] - cap[st.a_i]), lookahead)
         succ_obs = next((o for o in obs if o[1] == t), None)
         if succ_obs is not None:
-            # The run has the successor: another number only if its time fits clearly better.
-            o = min(obs)
-            best = o if o[0] < succ_obs[0] - tol / 2 else succ_obs
-            if best is succ_obs and succ_obs[0] > tol + 0.03 * dc and follow >= 0:
-                # The successor's time does not fit. If a number the run lost lies between the
-                # last pair and t and fits (counted back from the successor's time), the numbering
-                # ran ahead inside a loss gap (a stall there looks like skipped packets): repair.
-                here = r_t + dc
-                # (Only when the capture follows the run's own irregularities: a simulated, regular
-                # capture of a real run never does, and there a late successor is a stall.)
-                behind = [(abs(here - (succ_obs[3] - (t - u) * per_number)), u)
-                          for u in range(max(r_n + 1, t - 4 * lookahead), t) if u not in num_to_j]
-                if behind and min(behind)[0] <= tol:
-                    best = (0.0, min(behind)[1], -1, 0.0, 0.0)
+            best = _pick_beside_successor(rn, st, obs, succ_obs, t, dc, tol, lookahead)
         else:
-            succ_v = next((v for v in virt if v[1] == t), None)
-            # Exact times: the tolerance, plus 3 % of the elapsed time when the capture does not
-            # follow the run's irregularities (a simulated capture of a real run drifts from the
-            # sender's stalls over long loss gaps) ...
-            fit_obs = [o for o in obs if o[0] <= tol + (0.03 * dc if follow < 0 else 0.0)]
-            # ... or, when the lost successor does not fit at all (the capture jumped a loss
-            # gap), a proportional fit.
-            if not fit_obs and follow < 0 and (succ_v is None or succ_v[0] > 0.5):
-                fit_obs = [o for o in obs if o[4] <= 0.15]
-            # A real capture of the run shows the sender's stalls: a long local interval inside
-            # a loss gap is then a stall, not skipped packets (the next packet the run has
-            # corrects the count if the analyser did miss some).
-            fit_virt = [v for v in virt if v[0] <= 0.5 and (follow < 0 or v[1] == t)]
-            cands = [(o[4], o[1], o[2], o[3]) for o in fit_obs] + [(v[0], v[1], -1, 0.0) for v in fit_virt]
-            if succ_v is not None:
-                other = min((c for c in cands if c[1] != t), default=None)
-                best = (succ_v[0], t, -1, 0.0) if other is None or other[0] >= succ_v[0] - 0.15 else other
-            elif cands:
-                best = min(cands)
-            if best is not None and len(best) == 5:
-                best = best[:4]
-        if best is not None and len(best) == 5:
-            best = (best[4], best[1], best[2], best[3])
+            best = _pick_without_successor(st, obs, virt, t, dc, tol)
         if best is None:
             continue
-        _sc, u, j, tu = best
-        a_i, a_n, extra = i, u, 0
+        u, j, tu = best
+        st.a_i, st.a_n, st.extra = i, u, 0
         if j >= 0:
-            if u == r_n + 1:
-                dr = tu - r_t
-                if abs(dr - per_number) > tol:
-                    follow += 1 if abs(dc - dr) <= tol else -1
+            if u == st.r_n + 1:
+                dr = tu - st.r_t
+                if abs(dr - rn.per_number) > tol:
+                    st.follow += 1 if abs(dc - dr) <= tol else -1
             pairs_i.append(i)
             pairs_j.append(j)
-            last_j = j
-            r_i, r_n, r_t = i, u, tu
+            st.last_j = j
+            st.r_i, st.r_n, st.r_t = i, u, tu
     return np.array(pairs_i, np.int64), np.array(pairs_j, np.int64)
+
+
+def _track_candidates(rn: _RunNumbers, st: _Anchor, t: int, dc: float, dc_local: float, lookahead: int):
+    """Candidates for the capture packet whose numbered successor is t: t, the next few
+    numbers (the capture skipped packets) and the next few packets the run has (the capture
+    jumped over a loss gap). A number the run has is judged by the exact interval ``dc`` since
+    the last real pair: (abs error, number, run index, run time, relative error) in the first
+    list; one it lost by the local interval ``dc_local`` at the run's usual spacing:
+    (relative error, number) in the second."""
+    nexts = [int(rn.rnum[j]) for j in range(st.last_j + 1, min(len(rn.run), st.last_j + 1 + lookahead))]
+    obs, virt = [], []
+    # Numbers between the last real pair and t come back in when the run has them: that
+    # repairs a wrong guess made while the run had no times to check.
+    for u in sorted(set(range(max(st.r_n + 1, t - lookahead), t + lookahead + 1)).union(nexts)):
+        if not (rn.lo <= u <= rn.hi):
+            continue
+        j = rn.index.get(u)
+        if j is not None:
+            if j > st.last_j:
+                tu = float(rn.run[j])
+                obs.append((abs(dc - (tu - st.r_t)), u, j, tu, _rel(dc, tu - st.r_t)))
+        elif u >= t:
+            virt.append((_rel(dc_local, (u - st.a_n) * rn.per_number), u))
+    return obs, virt
+
+
+def _pick_beside_successor(rn: _RunNumbers, st: _Anchor, obs: list, succ_obs: tuple, t: int, dc: float,
+                           tol: float, lookahead: int) -> tuple[int, int, float]:
+    """The run has the successor t: another number only if its time fits clearly better.
+    Returns (number, run index or -1 for a number the run lost, run time)."""
+    o = min(obs)
+    best = o if o[0] < succ_obs[0] - tol / 2 else succ_obs
+    if best is succ_obs and succ_obs[0] > tol + 0.03 * dc and st.follow >= 0:
+        # The successor's time does not fit. If a number the run lost lies between the
+        # last pair and t and fits (counted back from the successor's time), the numbering
+        # ran ahead inside a loss gap (a stall there looks like skipped packets): repair.
+        here = st.r_t + dc
+        # (Only when the capture follows the run's own irregularities: a simulated, regular
+        # capture of a real run never does, and there a late successor is a stall.)
+        behind = [(abs(here - (succ_obs[3] - (t - u) * rn.per_number)), u)
+                  for u in range(max(st.r_n + 1, t - 4 * lookahead), t) if u not in rn.index]
+        if behind and min(behind)[0] <= tol:
+            return min(behind)[1], -1, 0.0
+    return best[1], best[2], best[3]
+
+
+def _pick_without_successor(st: _Anchor, obs: list, virt: list, t: int, dc: float,
+                            tol: float) -> tuple[int, int, float] | None:
+    """The run lacks the successor t: a number it has whose time fits, or a lost one that fits
+    the local interval (t unless another fits clearly better). None: no candidate fits."""
+    succ_v = next((v for v in virt if v[1] == t), None)
+    # Exact times: the tolerance, plus 3 % of the elapsed time when the capture does not
+    # follow the run's irregularities (a simulated capture of a real run drifts from the
+    # sender's stalls over long loss gaps) ...
+    fit_obs = [o for o in obs if o[0] <= tol + (0.03 * dc if st.follow < 0 else 0.0)]
+    # ... or, when the lost successor does not fit at all (the capture jumped a loss
+    # gap), a proportional fit.
+    if not fit_obs and st.follow < 0 and (succ_v is None or succ_v[0] > 0.5):
+        fit_obs = [o for o in obs if o[4] <= 0.15]
+    # A real capture of the run shows the sender's stalls: a long local interval inside
+    # a loss gap is then a stall, not skipped packets (the next packet the run has
+    # corrects the count if the analyser did miss some).
+    fit_virt = [v for v in virt if v[0] <= 0.5 and (st.follow < 0 or v[1] == t)]
+    cands = [(o[4], o[1], o[2], o[3]) for o in fit_obs] + [(v[0], v[1], -1, 0.0) for v in fit_virt]
+    best = None
+    if succ_v is not None:
+        other = min((c for c in cands if c[1] != t), default=None)
+        best = (succ_v[0], t, -1, 0.0) if other is None or other[0] >= succ_v[0] - 0.15 else other
+    elif cands:
+        best = min(cands)
+    return None if best is None else best[1:]
 
 
 def _rel(a: float, b: float) -> float:

@@ -804,51 +804,15 @@ def _looks_like_netperf(lines: list[str]) -> bool:
 
 def _read_netperf(path: Path, lines: list[str]) -> RunLog:
     log = RunLog(str(path), "netperf", "table")
-    banner = next((ln for ln in lines if "TEST from" in ln), None)
-    test = None
-    if banner:
-        log.parameters["banner"] = banner.strip()
-        m = re.search(r"(TCP|UDP) (STREAM|REQUEST/RESPONSE|MAERTS|SENDFILE)", banner)
-        if m:
-            test = f"{m.group(1)}_{'RR' if m.group(2) == 'REQUEST/RESPONSE' else m.group(2)}"
-        m = re.search(r"to (\S+) \(", banner)
-        if m:
-            log.parameters["host"] = m.group(1)
-    # omni output selectors: a CSV header line and a CSV value line.
-    for n in range(len(lines) - 1):
-        if "," in lines[n] and "," in lines[n + 1]:
-            names = [t.strip() for t in lines[n].split(",")]
-            vals = [_num(t) for t in lines[n + 1].split(",")]
-            if len(names) == len(vals) and all(v is not None for v in vals) and any(_num(x) is None for x in names):
-                log.variant = (test or "omni") + "_omni"
-                log.columns = [re.sub(r"\W+", "_", x.lower()).strip("_") for x in names]
-                log.rows.append(dict(zip(log.columns, vals)))
-                log.parameters["test"] = test
-                return log
-    data = []
-    unit = None
-    for n, line in enumerate(lines, 1):
-        toks = line.split()
-        if toks and all(_num(t) is not None for t in toks):
-            data.append((n, [_num(t) for t in toks]))
-        um = re.search(r"(10\^\d+bits/sec|10\^\d+bytes/sec|[KMG]?bytes/sec|[KMG]?bits/sec)\s*$", line)
-        if um and unit is None:
-            unit = um.group(1)
+    test = _netperf_banner(log, lines)
+    if _netperf_omni(log, lines, test):
+        return log
+    data, unit = _netperf_rows(lines)
     if not data:
         raise _bad(path, 1, "netperf output without a numeric result row",
                    "pass the netperf output (classic table, -P 0 or omni -o selectors)")
     if test is None:  # no banner (-P 0): the row shapes tell the test
-        first, second = len(data[0][1]), (len(data[1][1]) if len(data) > 1 else 0)
-        if first == 5 and second == 0:
-            test = "TCP_STREAM"
-        elif first == 6 and second == 4:
-            test = "UDP_STREAM"
-        elif first == 6 and second == 2:
-            test = "UDP_RR" if data[0][1][0] >= 200000 else "TCP_RR"
-            log.notes.append("no banner: TCP_RR and UDP_RR tables look alike; guessed from socket sizes")
-        else:
-            raise _bad(path, data[0][0], f"netperf row of {first} numbers matches no known test table",
-                       "keep netperf's banner (omit -P 0) so the test type is known")
+        test = _netperf_test_from_shape(log, path, data)
     log.variant = test
     log.parameters["test"] = test
     if unit:
@@ -871,3 +835,63 @@ def _read_netperf(path: Path, lines: list[str]) -> RunLog:
         names_all += [c for c in row if c not in names_all]
     log.columns = names_all
     return log
+
+
+def _netperf_banner(log: RunLog, lines: list[str]) -> str | None:
+    """The "... TEST from ... to host (...)" banner into the log's parameters; the test it names
+    (TCP_STREAM, UDP_RR, ...; None without a banner or a test named there)."""
+    banner = next((ln for ln in lines if "TEST from" in ln), None)
+    test = None
+    if banner:
+        log.parameters["banner"] = banner.strip()
+        m = re.search(r"(TCP|UDP) (STREAM|REQUEST/RESPONSE|MAERTS|SENDFILE)", banner)
+        if m:
+            test = f"{m.group(1)}_{'RR' if m.group(2) == 'REQUEST/RESPONSE' else m.group(2)}"
+        m = re.search(r"to (\S+) \(", banner)
+        if m:
+            log.parameters["host"] = m.group(1)
+    return test
+
+
+def _netperf_omni(log: RunLog, lines: list[str], test: str | None) -> bool:
+    """omni output selectors: a CSV header line and a CSV value line, read into the log as its
+    one row. False when there are none."""
+    for n in range(len(lines) - 1):
+        if "," in lines[n] and "," in lines[n + 1]:
+            names = [t.strip() for t in lines[n].split(",")]
+            vals = [_num(t) for t in lines[n + 1].split(",")]
+            if len(names) == len(vals) and all(v is not None for v in vals) and any(_num(x) is None for x in names):
+                log.variant = (test or "omni") + "_omni"
+                log.columns = [re.sub(r"\W+", "_", x.lower()).strip("_") for x in names]
+                log.rows.append(dict(zip(log.columns, vals)))
+                log.parameters["test"] = test
+                return True
+    return False
+
+
+def _netperf_rows(lines: list[str]) -> tuple[list[tuple[int, list]], str | None]:
+    """The all-numeric lines, as (line number, numbers), and the first throughput unit named."""
+    data = []
+    unit = None
+    for n, line in enumerate(lines, 1):
+        toks = line.split()
+        if toks and all(_num(t) is not None for t in toks):
+            data.append((n, [_num(t) for t in toks]))
+        um = re.search(r"(10\^\d+bits/sec|10\^\d+bytes/sec|[KMG]?bytes/sec|[KMG]?bits/sec)\s*$", line)
+        if um and unit is None:
+            unit = um.group(1)
+    return data, unit
+
+
+def _netperf_test_from_shape(log: RunLog, path: Path, data: list[tuple[int, list]]) -> str:
+    """The test a table without banner is, from how many numbers its rows hold."""
+    first, second = len(data[0][1]), (len(data[1][1]) if len(data) > 1 else 0)
+    if first == 5 and second == 0:
+        return "TCP_STREAM"
+    if first == 6 and second == 4:
+        return "UDP_STREAM"
+    if first == 6 and second == 2:
+        log.notes.append("no banner: TCP_RR and UDP_RR tables look alike; guessed from socket sizes")
+        return "UDP_RR" if data[0][1][0] >= 200000 else "TCP_RR"
+    raise _bad(path, data[0][0], f"netperf row of {first} numbers matches no known test table",
+               "keep netperf's banner (omit -P 0) so the test type is known")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -329,6 +330,99 @@ class _Runs:
         return np.where(here, x, self.rs_ext[r]), r
 
 
+class _Chunk(NamedTuple):
+    """The clocks one call decodes (after the carried ones): lines, times, control code, runs."""
+
+    buf: dict[str, np.ndarray]      # the lines, joined with the carried clocks'
+    times: np.ndarray | SampleTimes
+    n: int
+    p0: int                         # 1: clock 0 is the context clock (decoded before)
+    code: np.ndarray                # control code per clock
+    runs: _Runs
+    pcix: bool
+    ad: np.ndarray | None           # buf's AD and C/BE# (None when not captured)
+    cbe: np.ndarray | None
+
+
+class _Txns(NamedTuple):
+    """Where the transactions are; s..truncated: those decoded in this call, in order."""
+
+    sr: np.ndarray          # run of each address phase
+    s: np.ndarray           # address phase (clock)
+    e: np.ndarray           # last clock
+    j: np.ndarray           # closing bound: clock (n when not seen) ...
+    rj: np.ndarray          # ... and its run (R)
+    truncated: np.ndarray   # no closing bound seen
+    bounds: np.ndarray      # clocks of every idle or address-phase run
+    idle_run: np.ndarray    # per run: FRAME# and IRDY# deasserted
+    busy_run: np.ndarray    # per run: inside any transaction (the context run: as carried)
+    in_txn: np.ndarray      # per run: inside a transaction decoded in this call
+    limit: int              # clocks decoded in this call: [p0, limit)
+    r_limit: int            # runs that start before limit
+
+
+class _Header(NamedTuple):
+    """Per transaction: DAC, command, the header clocks and where the data clocks begin."""
+
+    dac: np.ndarray
+    dac2: np.ndarray        # second address phase reached
+    H: np.ndarray           # last header clock
+    cmd_code: np.ndarray    # -1 without C/BE#
+    lo: np.ndarray          # first data clock (data clocks: lo..e)
+    rlo: np.ndarray         # its run
+    plo: tuple              # its position (runs.at)
+    attr: np.ndarray        # PCI-X attribute phase clock ...
+    attr_ok: np.ndarray     # ... reached (always False in PCI)
+
+
+class _Devsel(NamedTuple):
+    """Per transaction: the target's first DEVSEL# and the width it agreed to."""
+
+    fd: np.ndarray          # first DEVSEL# clock after H (-1 when none)
+    rfd: np.ndarray         # its run
+    has_d: np.ndarray
+    code: np.ndarray        # index into the DEVSEL speeds (4: none)
+    fd1: np.ndarray         # clocks after the first DEVSEL#: [fd1, j) ...
+    pfd1: tuple             # ... fd1's position
+    w64: np.ndarray
+    width: np.ndarray
+
+
+class _Counts(NamedTuple):
+    data_phases: np.ndarray
+    stop_clocks: np.ndarray
+    initiator_waits: np.ndarray
+    target_waits: np.ndarray
+
+
+class _Words(NamedTuple):
+    """The data phases (one word each) of the decoded transactions, in clock order."""
+
+    excl: np.ndarray        # per transaction: index of its first word (words before it)
+    idx: np.ndarray         # clock of each word
+    txn: np.ndarray         # transaction of each word
+    has_words: np.ndarray
+    first_word: np.ndarray  # excl of the transactions that have words
+    any_wide: bool          # some word is 64 bits wide ...
+    wide: np.ndarray | None  # ... then per word (when AD or C/BE# is captured)
+    ad: np.ndarray | None   # AD and C/BE# on each word's clock
+    cbe: np.ndarray | None
+    hdr_clk: list           # header clocks (address, second address, attribute phase)
+
+
+class _Parity(NamedTuple):
+    any: np.ndarray         # per transaction: a parity error
+    hdr: list               # per transaction: bad address, second address, attribute phase
+    wbad32: np.ndarray      # per word: bad PAR ...
+    wbad64: np.ndarray | None  # ... and PAR64
+    sec: np.ndarray         # clocks of the second address and attribute phases
+    at: np.ndarray
+
+
+_DSI = ("dp", "so", "iw")
+M4 = np.uint64(0xF)
+
+
 def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTimes, *, mode: str = "pci",
                   width: int = 32, bus: str = "pci", carry: Carry | None = None,
                   final: bool = True, ad_bits: int = 64, cbe_bits: int = 8,
@@ -355,39 +449,62 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
             carry.pending.append(({k: np.asarray(v) for k, v in sig.items() if k in carry.sig},
                                   _times(times_ps)))
         return (np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), np.zeros(0, FINDING_DTYPE), carry)
+    prior = carry if carry is not None else Carry({}, np.zeros(0, np.int64), 0, False)
     buf, times = _join(carry, sig, times_ps)
     n = len(times)
-    p0 = 1 if carry is not None and carry.context else 0
-    clock0 = carry.clock0 if carry is not None else 0
-    leading = carry.leading if carry is not None else True
-    orphan_prev = carry.orphan if carry is not None else False
-    ctx_busy = carry.ctx_busy if carry is not None else False
-    rec_base = carry.records if carry is not None else 0
-    word_base = carry.words if carry is not None else 0
     findings = _Findings(bus)
     if n == 0:
-        empty = Carry({k: v[:0] for k, v in buf.items()}, times[:0], clock0, False, leading,
-                      orphan_prev, False, rec_base, word_base)
+        empty = Carry({k: v[:0] for k, v in buf.items()}, times[:0], prior.clock0, False, prior.leading,
+                      prior.orphan, False, prior.records, prior.words)
         return np.zeros(0, RECORD_DTYPE), np.zeros(0, WORD_DTYPE), findings.array(), empty
 
-    # 5-bit control code per clock (levels are 0/1; asserted = 0), unless the capture
-    # layer made it (read-only here)
-    # (numpy vectorises uint8 multiply-add; uint8 left shifts run several times slower)
-    if "code" in buf:
-        code = buf["code"]
-    else:
-        code = buf["frame_n"].astype(np.uint8, copy=True)
-        for name, weight in (("irdy_n", _I), ("trdy_n", _T), ("stop_n", _S), ("devsel_n", _D)):
-            code += buf[name].astype(np.uint8, copy=False) * np.uint8(weight)
-        code ^= np.uint8(31)
-    has_ad, has_cbe = "ad" in buf, "cbe_n" in buf
-    ad = buf.get("ad")
-    cbe = buf.get("cbe_n")
-    pcix = mode == "pcix"
-    runs = _Runs(code, p0)
-    rs, rc, R = runs.rs, runs.rc, runs.R
+    p0 = 1 if prior.context else 0
+    code = _control_code(buf)
+    ck = _Chunk(buf, times, n, p0, code, _Runs(code, p0), mode == "pcix", buf.get("ad"), buf.get("cbe_n"))
+    tx = _transactions(ck, final, prior.ctx_busy)
+    hd = _header(ck, tx)
+    dv = _devsel(ck, tx, hd, width)
+    cn = _counts(ck, tx, hd, dv)
+    term = _termination(ck, tx, hd, dv)
+    wd = _data_words(ck, tx, hd, dv, cn.data_phases)
+    pa = _parity(ck, tx, hd, wd, ad_bits, cbe_bits)
+    rec = _records(ck, tx, hd, dv, cn, term, wd, pa, alloc=alloc, bus=bus, word_base=prior.words,
+                   nbytes=_byte_counts(ck, dv, cn, wd, cbe_bits))
+    words = _word_records(ck, wd, prior.records, alloc, ad_bits, cbe_bits)
 
-    # --- address phases and transaction bounds (all at run starts) -------------------------
+    where = _describer(rec, ck.ad is not None)
+    _devsel_findings(findings, ck, tx, hd, dv, where)
+    if ck.cbe is not None:
+        _cbe_wait_findings(findings, ck, tx, hd, wd, cbe_bits >= 8, where)
+    _timing_findings(findings, ck, tx, hd, dv, wd, where)
+    leading, r_from = _irdy_findings(findings, ck, tx, prior.leading, prior.orphan)
+    if pa is not None and pa.any.any():
+        _parity_findings(findings, pa.hdr, pa.wbad32, pa.wbad64, tx.s, pa.sec, pa.at, wd.idx, wd.txn,
+                         wd.excl, times, where)
+    new = _next_carry(ck, tx, prior, final=final, leading=leading, r_from=r_from,
+                      words=prior.words + int(cn.data_phases.sum()))
+    return rec, words, findings.array(), new
+
+
+def _control_code(buf: Mapping[str, np.ndarray]) -> np.ndarray:
+    """5-bit control code per clock (levels are 0/1; asserted = 0), unless the capture
+    layer made it (read-only here)."""
+    if "code" in buf:
+        return buf["code"]
+    # (numpy vectorises uint8 multiply-add; uint8 left shifts run several times slower)
+    code = buf["frame_n"].astype(np.uint8, copy=True)
+    for name, weight in (("irdy_n", _I), ("trdy_n", _T), ("stop_n", _S), ("devsel_n", _D)):
+        code += buf[name].astype(np.uint8, copy=False) * np.uint8(weight)
+    code ^= np.uint8(31)
+    return code
+
+
+def _transactions(ck: _Chunk, final: bool, ctx_busy: bool) -> _Txns:
+    """Address phases and transaction bounds (all at run starts): an address phase is FRAME#
+    asserted after a run without it, a transaction ends before the next idle or address run.
+    Without ``final`` the last transaction is decoded only once its end is in hand."""
+    runs, n, p0 = ck.runs, ck.n, ck.p0
+    rs, rc, R = runs.rs, runs.rc, runs.R
     rF = (rc & _F) != 0
     start_run = np.zeros(R, bool)
     np.greater(rF[1:], rF[:-1], out=start_run[1:])          # FRAME# asserted after a run without
@@ -402,7 +519,6 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
     kc = np.minimum(k, max(len(bound_r) - 1, 0))
     j_all = np.where(has_j, bounds[kc] if len(bounds) else 0, n)
     rj_all = np.where(has_j, bound_r[kc] if len(bound_r) else 0, R)
-    end_all = j_all - 1
     if final:
         nproc = len(starts_all)
     else:
@@ -410,59 +526,76 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
         # only the last one can lack them.
         ok = has_j & (starts_all + 2 < n)
         nproc = len(starts_all) if ok.all() else int(np.argmin(ok))
-    s = starts_all[:nproc]
-    e = end_all[:nproc]
-    j, rj = j_all[:nproc], rj_all[:nproc]
-    truncated = ~has_j[:nproc]
     # Decoded clocks this call: [p0, limit); the carried transaction's clocks wait.
     limit = int(starts_all[nproc]) if nproc < len(starts_all) else n
+    busy_run = _spans(R, start_r, rj_all)
+    r_limit = int(np.searchsorted(rs, limit))
+    in_txn = busy_run.copy()
+    in_txn[r_limit:] = False
+    if p0 == 1:
+        busy_run[0] |= ctx_busy
+    s = starts_all[:nproc]
+    return _Txns(start_r[:nproc], s, j_all[:nproc] - 1, j_all[:nproc], rj_all[:nproc], ~has_j[:nproc],
+                 bounds, idle_run, busy_run, in_txn, limit, r_limit)
 
-    # --- header: DAC, command, PCI-X attributes ---------------------------------------------
-    # Header clocks (second DAC phase, attribute phase) count only while the transaction lasts:
-    # a transaction that ends first keeps the command `dac` and a 32-bit address.
-    m4 = np.uint64(0xF)
-    if has_cbe:
-        dac = (cbe[s] & m4) == 0xD
+
+def _header(ck: _Chunk, tx: _Txns) -> _Header:
+    """DAC, command, PCI-X attribute phase. Header clocks (second DAC phase, attribute phase)
+    count only while the transaction lasts: a transaction that ends first keeps the command
+    `dac` and a 32-bit address."""
+    s, e, cbe = tx.s, tx.e, ck.cbe
+    if cbe is not None:
+        dac = (cbe[s] & M4) == 0xD
     else:
         dac = np.zeros(len(s), bool)
-    dac2 = dac & (s + 1 <= e)                          # second address phase reached
-    nh = dac.astype(np.int64) + (1 if pcix else 0)
-    H = np.minimum(s + nh, e)                          # last header clock
-    if has_cbe:
-        cmd_code = (cbe[np.where(dac2, s + 1, s)] & m4).astype(np.int64)
+    dac2 = dac & (s + 1 <= e)
+    nh = dac.astype(np.int64) + (1 if ck.pcix else 0)
+    H = np.minimum(s + nh, e)
+    if cbe is not None:
+        cmd_code = (cbe[np.where(dac2, s + 1, s)] & M4).astype(np.int64)
     else:
         cmd_code = np.full(len(s), -1, np.int64)
-    lo = H + 1   # data clocks: lo..e (j = e + 1)
-    rlo = runs.step_to(lo, start_r[:nproc], 3)
+    lo = H + 1
+    rlo = ck.runs.step_to(lo, tx.sr, 3)
+    attr = s + dac + 1
+    attr_ok = (attr <= e) if ck.pcix else np.zeros(len(s), bool)
+    return _Header(dac, dac2, H, cmd_code, lo, rlo, ck.runs.at(lo, rlo), attr, attr_ok)
 
-    # --- devsel, width ------------------------------------------------------------------------
-    fd, rfd = runs.first("d", lo, rlo)                 # first DEVSEL# after H
-    has_d = fd <= e
+
+def _devsel(ck: _Chunk, tx: _Txns, hd: _Header, width: int) -> _Devsel:
+    """The first DEVSEL# after the header (its speed) and the transfer's width."""
+    runs, buf, s = ck.runs, ck.buf, tx.s
+    fd, rfd = runs.first("d", hd.lo, hd.rlo)
+    has_d = fd <= tx.e
     fd = np.where(has_d, fd, -1)
-    devsel_code = np.where(has_d, np.clip(fd - H, 1, 4) - 1, 4)
-    # clocks after the first DEVSEL#: [fd1, j)
-    fd1 = np.where(has_d, fd + 1, j)
-    rfd1 = np.where(has_d, runs.step_to(fd1, rfd, 1), rj)
-
+    code = np.where(has_d, np.clip(fd - hd.H, 1, 4) - 1, 4)
+    fd1 = np.where(has_d, fd + 1, tx.j)
+    rfd1 = np.where(has_d, runs.step_to(fd1, rfd, 1), tx.rj)
     if "req64_n" in buf and "ack64_n" in buf:
         w64 = (buf["req64_n"][s] == 0) & has_d & (buf["ack64_n"][np.maximum(fd, 0)] == 0)
         rec_width = np.where(w64, 64, 32)
     else:
         rec_width = np.full(len(s), int(width), np.int64)
         w64 = rec_width == 64
+    return _Devsel(fd, rfd, has_d, code, fd1, runs.at(fd1, rfd1), w64, rec_width)
 
-    # --- counts ---------------------------------------------------------------------------------
-    Plo, Pj, Pfd1 = runs.at(lo, rlo), (rj, None), runs.at(fd1, rfd1)
-    DSI = ("dp", "so", "iw")
-    data_phases, stop_clocks, initiator_waits = runs.counts(DSI, Plo, Pj)
-    if pcix:
+
+def _counts(ck: _Chunk, tx: _Txns, hd: _Header, dv: _Devsel) -> _Counts:
+    """Data phases, STOP# clocks and waits of each transaction: prefix sums over the runs."""
+    runs, Pj = ck.runs, (tx.rj, None)
+    data_phases, stop_clocks, initiator_waits = runs.counts(_DSI, hd.plo, Pj)
+    if ck.pcix:
         # PCI-X Split Response: TRDY# with DEVSEL# deasserted after the target had claimed the
         # transaction (PCI-X 1.0b 2.10.2); that clock ends the transaction like a STOP# clock.
-        stop_clocks = stop_clocks + runs.count("tndns", Pfd1, Pj)
-        initiator_waits = initiator_waits - runs.count("tndnsni", Pfd1, Pj)
-    target_waits = (e - H) - data_phases - stop_clocks - initiator_waits
+        stop_clocks = stop_clocks + runs.count("tndns", dv.pfd1, Pj)
+        initiator_waits = initiator_waits - runs.count("tndnsni", dv.pfd1, Pj)
+    target_waits = (tx.e - hd.H) - data_phases - stop_clocks - initiator_waits
+    return _Counts(data_phases, stop_clocks, initiator_waits, target_waits)
 
-    # --- termination (first match wins) -----------------------------------------------------
+
+def _termination(ck: _Chunk, tx: _Txns, hd: _Header, dv: _Devsel) -> np.ndarray:
+    """Each transaction's termination (an index into facts.TERMINATIONS; first match wins)."""
+    runs, rs, s = ck.runs, ck.runs.rs, tx.s
     term = np.full(len(s), _TERM["normal"], np.int64)
     has_k, with_data, abort = (np.zeros(len(s), bool) for _ in range(3))
     before_k = np.zeros(len(s), np.int64)
@@ -470,251 +603,286 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
         # Every class looked at here has STOP# asserted, and STOP# runs are few: each is
         # handed to the transaction it lies in, rather than a prefix sum over all runs per class.
         r = runs.positions("s")[:-1]
-        t = np.searchsorted(start_r[:nproc], r, side="right") - 1
+        t = np.searchsorted(tx.sr, r, side="right") - 1
         keep = t >= 0
         r, t = r[keep], t[keep]
-        keep = r < rj[t]                                # before the transaction's closing bound
+        keep = r < tx.rj[t]                             # before the transaction's closing bound
         r, t = r[keep], t[keep]
-        r_end = np.minimum(runs.rs_ext[r + 1], j[t])
-        a = np.maximum(rs[r], lo[t])                    # the run's clocks in [lo, j)
+        r_end = np.minimum(runs.rs_ext[r + 1], tx.j[t])
+        a = np.maximum(rs[r], hd.lo[t])                 # the run's clocks in [lo, j)
         sd = runs.flag("sd", r) & (r_end > a)
         has_k[t[sd]] = True
         with_data[t[runs.flag("dps", r) & (r_end > a)]] = True   # a data phase completed with STOP#
-        abort[t[runs.flag("snd", r) & (r_end > np.maximum(rs[r], fd1[t]))]] = True
+        abort[t[runs.flag("snd", r) & (r_end > np.maximum(rs[r], dv.fd1[t]))]] = True
         # the first STOP# with DEVSEL#: the first such run of each transaction (runs in order)
         tk, ak, rk = t[sd], a[sd], r[sd]
         first = np.flatnonzero(np.concatenate(([True], tk[1:] != tk[:-1]))) if len(tk) else tk
         ik = tk[first]
-        before_k[ik] = runs.counts(DSI, (rlo[ik], Plo[1][ik]), runs.at(ak[first], rk[first]))[0]
+        before_k[ik] = runs.counts(_DSI, (hd.rlo[ik], hd.plo[1][ik]), runs.at(ak[first], rk[first]))[0]
     term = np.where(has_k & (before_k == 0), _TERM["retry"], term)
     term = np.where(has_k & (before_k > 0), _TERM["disconnect_without_data"], term)
     term = np.where(has_k & with_data, _TERM["disconnect_with_data"], term)
     term = np.where(abort, _TERM["target_abort"], term)
-    if pcix:
-        term = np.where(runs.count("tnd", Pfd1, Pj) > 0, _TERM["split_response"], term)
-    term = np.where(~has_d, _TERM["master_abort"], term)
-    term = np.where(truncated, _TERM["truncated"], term)
+    if ck.pcix:
+        term = np.where(runs.count("tnd", dv.pfd1, (tx.rj, None)) > 0, _TERM["split_response"], term)
+    term = np.where(~dv.has_d, _TERM["master_abort"], term)
+    return np.where(tx.truncated, _TERM["truncated"], term)
 
-    # --- per-clock work on the data lines ----------------------------------------------------
-    # One data word per completed data phase, also without AD and C/BE# (value and byte
-    # enables 0): its time is what a control-only capture's first-word and per-phase timing
-    # figures come from.
+
+def _data_words(ck: _Chunk, tx: _Txns, hd: _Header, dv: _Devsel, data_phases: np.ndarray) -> _Words:
+    """One data word per completed data phase, also without AD and C/BE# (value and byte
+    enables 0): its time is what a control-only capture's first-word and per-phase timing
+    figures come from. Only here are AD and C/BE# looked at clock by clock."""
+    s, runs = tx.s, ck.runs
     excl = np.zeros(len(s), np.int64)
     if len(s) > 1:
         np.cumsum(data_phases[:-1], out=excl[1:])
     # Data clocks: lo..e of each decoded transaction. A transaction spans whole runs from
     # its address phase to its closing bound, so this is decided run by run and spread to
     # clocks once; only the header clocks s..H (at most three) are then taken out.
-    busy_run = _spans(R, start_r, rj_all)         # runs inside any transaction
-    r_limit = int(np.searchsorted(rs, limit))      # runs that start before limit
-    in_txn = busy_run.copy()                       # ... inside one decoded in this call
-    in_txn[r_limit:] = False
-    hdr_clk = [s] + [(s + i)[H >= s + i] for i in (1, 2)]
-
-    def spread(run_mask: np.ndarray) -> np.ndarray:
-        clk = np.repeat(run_mask, runs.rl)
-        for h in hdr_clk:
-            clk[h] = False
-        return clk
-
-    w_idx = _clocks_of(np.flatnonzero(in_txn & runs.on("dp")[:-1]), rs, runs.rl)
+    hdr_clk = [s] + [(s + i)[hd.H >= s + i] for i in (1, 2)]
+    w_idx = _clocks_of(np.flatnonzero(tx.in_txn & runs.on("dp")[:-1]), runs.rs, runs.rl)
     for h in hdr_clk:
         # a header clock is never a data phase, whatever the lines show (rare: only
         # illegal activity has IRDY#, TRDY# and DEVSEL# on an address or attribute phase)
-        h = h[_CLASS_LUT["dp"][code[h]]]
+        h = h[_CLASS_LUT["dp"][ck.code[h]]]
         if len(h):
             w_idx = w_idx[~np.isin(w_idx, h)]
     w_txn = np.repeat(np.arange(len(s)), data_phases)
     has_words = data_phases > 0
-    any_wide = bool((w64 & has_words).any())
+    any_wide = bool((dv.w64 & has_words).any())
+    ad, cbe = ck.ad, ck.cbe
     # per-word width only matters when some word is 64 bits wide
-    wide = w64[w_txn] if any_wide and (has_ad or has_cbe) else None
-    first_word = excl[has_words]
+    wide = dv.w64[w_txn] if any_wide and (ad is not None or cbe is not None) else None
+    return _Words(excl, w_idx, w_txn, has_words, excl[has_words], any_wide, wide,
+                  ad[w_idx] if ad is not None else None, cbe[w_idx] if cbe is not None else None, hdr_clk)
 
-    def per_txn_sum(x: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(s), np.int64)
-        if len(first_word):
-            out[has_words] = np.add.reduceat(x, first_word)
-        return out
 
-    wide_be = cbe_bits >= 8
-    wa = ad[w_idx] if has_ad else None
-    wc = cbe[w_idx] if has_cbe else None
-    if has_cbe:
-        lo_off = np.bitwise_count(wc & m4)                       # deasserted lanes 0-3
-        wbytes = 4 - lo_off.astype(np.int64)
-        if any_wide:
-            upper = (4 - np.bitwise_count((wc >> np.uint64(4)) & m4).astype(np.int64)) if wide_be else 4
-            wbytes += np.where(wide, upper, 0)
-        nbytes = per_txn_sum(wbytes)
+def _per_txn_sum(wd: _Words, x: np.ndarray) -> np.ndarray:
+    """Per transaction: the sum of a per-word value over its words."""
+    out = np.zeros(len(wd.has_words), np.int64)
+    if len(wd.first_word):
+        out[wd.has_words] = np.add.reduceat(x, wd.first_word)
+    return out
+
+
+def _byte_counts(ck: _Chunk, dv: _Devsel, cn: _Counts, wd: _Words, cbe_bits: int) -> np.ndarray:
+    """Bytes each transaction moved: enabled byte lanes of its words (without C/BE#: all)."""
+    if wd.cbe is None:
+        return cn.data_phases * (dv.width // 8)
+    wbytes = 4 - np.bitwise_count(wd.cbe & M4).astype(np.int64)      # deasserted lanes 0-3
+    if wd.any_wide:
+        upper = (4 - np.bitwise_count((wd.cbe >> np.uint64(4)) & M4).astype(np.int64)) if cbe_bits >= 8 else 4
+        wbytes += np.where(wd.wide, upper, 0)
+    return _per_txn_sum(wd, wbytes)
+
+
+def _parity(ck: _Chunk, tx: _Txns, hd: _Header, wd: _Words, ad_bits: int, cbe_bits: int) -> _Parity | None:
+    """Checked phases: the address phase(s), the PCI-X attribute phase and every data phase,
+    each against PAR on the next clock (PAR64 too on data phases of a 64-bit transfer).
+    None when AD, C/BE# or PAR is not captured."""
+    if ck.ad is None or ck.cbe is None or "par" not in ck.buf:
+        return None
+    s, n, buf = tx.s, ck.n, ck.buf
+    par64 = buf["par64"] if ("par64" in buf and ad_bits >= 64 and cbe_bits >= 8) else None
+    sec = np.minimum(s + 1, n - 1)
+    at = np.minimum(hd.attr, n - 1)
+    hdr = [_bad_parity(ck, s), hd.dac2 & _bad_parity(ck, sec), hd.attr_ok & _bad_parity(ck, at)]
+    wbad32 = _bad_parity(ck, wd.idx, wd.ad, wd.cbe)
+    wbad = wbad32
+    wbad64 = None
+    if par64 is not None and wd.any_wide:
+        wbad64 = wd.wide & _bad_parity(ck, wd.idx, wd.ad, wd.cbe, hi=True)
+        wbad = wbad | wbad64
+    errors = hdr[0] | hdr[1] | hdr[2] | (_per_txn_sum(wd, wbad.astype(np.int64)) > 0)
+    return _Parity(errors, hdr, wbad32, wbad64, sec, at)
+
+
+def _bad_parity(ck: _Chunk, p: np.ndarray, a: np.ndarray | None = None, c: np.ndarray | None = None,
+                hi: bool = False) -> np.ndarray:
+    """Per clock p: PAR (``hi``: PAR64) on the next clock disagrees with AD and C/BE# at p
+    (their lower or upper halves; ``a`` / ``c``: those values when already gathered).
+    False on the last clock, which has no next one."""
+    n = ck.n
+    a = ck.ad[p] if a is None else a
+    c = ck.cbe[p] if c is None else c
+    nxt = np.minimum(p + 1, n - 1)
+    if hi:
+        ones = np.bitwise_count(a >> np.uint64(32)) + np.bitwise_count((c >> np.uint64(4)) & M4)
+        pv = ck.buf["par64"][nxt]
     else:
-        nbytes = data_phases * (rec_width // 8)
+        ones = np.bitwise_count(a & M32) + np.bitwise_count(c & M4)
+        pv = ck.buf["par"][nxt]
+    return ((ones & 1).astype(bool) ^ (pv != 0)) & (p + 1 < n)
 
-    # --- parity ------------------------------------------------------------------------------
-    # Checked phases: the address phase(s), the PCI-X attribute phase and every data phase,
-    # each against PAR on the next clock (PAR64 too on data phases of a 64-bit transfer).
-    attr = s + dac + 1
-    attr_ok = (attr <= e) if pcix else np.zeros(len(s), bool)
-    parity = np.zeros(len(s), bool)
-    wbad32 = wbad64 = None
-    par_ok = has_ad and has_cbe and "par" in buf
-    if par_ok:
-        par = buf["par"]
-        par64 = buf["par64"] if ("par64" in buf and ad_bits >= 64 and wide_be) else None
 
-        def bad_at(p: np.ndarray, a: np.ndarray | None = None, c: np.ndarray | None = None,
-                   hi: bool = False) -> np.ndarray:
-            a = ad[p] if a is None else a
-            c = cbe[p] if c is None else c
-            nxt = np.minimum(p + 1, n - 1)
-            if hi:
-                ones = np.bitwise_count(a >> np.uint64(32)) + np.bitwise_count((c >> np.uint64(4)) & m4)
-                pv = par64[nxt]
-            else:
-                ones = np.bitwise_count(a & M32) + np.bitwise_count(c & m4)
-                pv = par[nxt]
-            return ((ones & 1).astype(bool) ^ (pv != 0)) & (p + 1 < n)
-
-        sec = np.minimum(s + 1, n - 1)
-        at = np.minimum(attr, n - 1)
-        hdr = [bad_at(s), dac2 & bad_at(sec), attr_ok & bad_at(at)]
-        wbad32 = bad_at(w_idx, wa, wc)
-        wbad = wbad32
-        if par64 is not None and any_wide:
-            wbad64 = wide & bad_at(w_idx, wa, wc, hi=True)
-            wbad = wbad | wbad64
-        parity = hdr[0] | hdr[1] | hdr[2] | (per_txn_sum(wbad.astype(np.int64)) > 0)
-
-    # --- records -----------------------------------------------------------------------------
+def _records(ck: _Chunk, tx: _Txns, hd: _Header, dv: _Devsel, cn: _Counts, term: np.ndarray,
+             wd: _Words, pa: _Parity | None, *, alloc, bus: str, word_base: int,
+             nbytes: np.ndarray) -> np.ndarray:
+    """The decoded transactions' records (fields that stay 0 are not written)."""
+    s, e, n, ad, times = tx.s, tx.e, ck.n, ck.ad, ck.times
     rec = alloc(RECORD_DTYPE, len(s))
     _put_text(rec, "bus", bus)
     _times_into(rec["start_ps"], times, s)
     _times_into(rec["end_ps"], times, e)
     rec["clocks"] = e - s + 1
-    if has_cbe:
-        rec["command"] = (_PCIX_NAMES_U if pcix else _PCI_NAMES_U)[cmd_code]
+    if ck.cbe is not None:
+        rec["command"] = (_PCIX_NAMES_U if ck.pcix else _PCI_NAMES_U)[hd.cmd_code]
     else:
         _put_text(rec, "command", facts.COMMAND_UNKNOWN)
-    rec["dac"] = dac
-    if has_ad:
+    rec["dac"] = hd.dac
+    if ad is not None:
         a0 = ad[s] & M32
         a1 = ad[np.minimum(s + 1, n - 1)] & M32
-        rec["address"] = a0 | np.where(dac2, a1 << np.uint64(32), np.uint64(0))
-    rec["data_phases"] = data_phases
+        rec["address"] = a0 | np.where(hd.dac2, a1 << np.uint64(32), np.uint64(0))
+    rec["data_phases"] = cn.data_phases
     rec["bytes"] = nbytes
-    rec["devsel"] = _DEVSEL_U[devsel_code]
+    rec["devsel"] = _DEVSEL_U[dv.code]
     rec["termination"] = _TERM_U[term]
-    rec["initiator_waits"] = initiator_waits
-    rec["target_waits"] = target_waits
-    rec["parity_error"] = parity
-    rec["width"] = rec_width
+    rec["initiator_waits"] = cn.initiator_waits
+    rec["target_waits"] = cn.target_waits
+    rec["parity_error"] = pa.any if pa is not None else np.zeros(len(s), bool)
+    rec["width"] = dv.width
     # gnt, tag, requester, byte_count: -1 (not captured / not PCI-X) unless set below
     if len(rec):
         np.ndarray((len(rec), len(_MINUS_ONE)), np.int64, buffer=rec, offset=RECORD_DTYPE.fields["gnt"][1],
                    strides=(RECORD_DTYPE.itemsize, 8))[...] = -1
-    if "gnt_n" in buf:
+    if "gnt_n" in ck.buf:
         prev = np.maximum(s - 1, 0)
-        rec["gnt"] = (s >= 1) & (buf["gnt_n"][prev] == 0)
-    if pcix and has_ad and has_cbe:
-        Ac = np.minimum(attr, n - 1)
-        ad_a = ad[Ac]
-        cbe_a = cbe[Ac] & m4
-        dword = np.isin(cmd_code.astype(np.uint64), _DWORD)
-        burst_bc = ((ad_a & np.uint64(0xFF)) | (cbe_a << np.uint64(8))).astype(np.int64)
-        burst_bc = np.where(burst_bc == 0, 4096, burst_bc)
-        dword_bc = 4 - np.bitwise_count(cbe_a).astype(np.int64)
-        # A Split Completion names the sequence it completes in its address phase (requester,
-        # tag, RO); its attribute phase carries the completer's ID and the byte count.
-        sc = cmd_code == 0xC
-        src = np.where(sc, ad[s], ad_a)
-        rec["byte_count"] = np.where(attr_ok, np.where(dword, dword_bc, burst_bc), -1)
-        rec["tag"] = np.where(attr_ok, ((src >> np.uint64(24)) & np.uint64(0x1F)).astype(np.int64), -1)
-        rec["requester"] = np.where(attr_ok, ((src >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64), -1)
-        rec["no_snoop"] = attr_ok & ~sc & ((ad_a >> np.uint64(29)) & np.uint64(1)).astype(bool)
-        rec["relaxed_ordering"] = attr_ok & ((src >> np.uint64(30)) & np.uint64(1)).astype(bool)
-    rec["data_index"] = word_base + excl
-    word_base_next = word_base + int(data_phases.sum())
+        rec["gnt"] = (s >= 1) & (ck.buf["gnt_n"][prev] == 0)
+    if ck.pcix and ad is not None and ck.cbe is not None:
+        _pcix_attributes(rec, ck, s, hd)
+    rec["data_index"] = word_base + wd.excl
+    return rec
 
-    # --- data words --------------------------------------------------------------------------
-    words = alloc(WORD_DTYPE, len(w_idx))
-    np.add(w_txn, rec_base, out=words["record"])
-    _times_into(words["time_ps"], times, w_idx)
-    if has_ad:
-        if any_wide and ad_bits >= 64:
-            words["value"] = wa & np.where(wide, np.uint64(0xFFFFFFFFFFFFFFFF), M32)
-        else:
-            words["value"] = wa & M32
-    if has_cbe:
-        if any_wide and wide_be:
-            words["byte_enables"] = wc & np.where(wide, np.uint64(0xFF), m4)
-        else:
-            words["byte_enables"] = wc & m4
 
-    # --- findings ----------------------------------------------------------------------------
-    def where_txt(t) -> list[str]:
+def _pcix_attributes(rec: np.ndarray, ck: _Chunk, s: np.ndarray, hd: _Header) -> None:
+    """The PCI-X attribute phase's fields: byte count, tag, requester, no-snoop, RO."""
+    ad, cbe, attr_ok = ck.ad, ck.cbe, hd.attr_ok
+    Ac = np.minimum(hd.attr, ck.n - 1)
+    ad_a = ad[Ac]
+    cbe_a = cbe[Ac] & M4
+    dword = np.isin(hd.cmd_code.astype(np.uint64), _DWORD)
+    burst_bc = ((ad_a & np.uint64(0xFF)) | (cbe_a << np.uint64(8))).astype(np.int64)
+    burst_bc = np.where(burst_bc == 0, 4096, burst_bc)
+    dword_bc = 4 - np.bitwise_count(cbe_a).astype(np.int64)
+    # A Split Completion names the sequence it completes in its address phase (requester,
+    # tag, RO); its attribute phase carries the completer's ID and the byte count.
+    sc = hd.cmd_code == 0xC
+    src = np.where(sc, ad[s], ad_a)
+    rec["byte_count"] = np.where(attr_ok, np.where(dword, dword_bc, burst_bc), -1)
+    rec["tag"] = np.where(attr_ok, ((src >> np.uint64(24)) & np.uint64(0x1F)).astype(np.int64), -1)
+    rec["requester"] = np.where(attr_ok, ((src >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64), -1)
+    rec["no_snoop"] = attr_ok & ~sc & ((ad_a >> np.uint64(29)) & np.uint64(1)).astype(bool)
+    rec["relaxed_ordering"] = attr_ok & ((src >> np.uint64(30)) & np.uint64(1)).astype(bool)
+
+
+def _word_records(ck: _Chunk, wd: _Words, rec_base: int, alloc, ad_bits: int, cbe_bits: int) -> np.ndarray:
+    """The data words: record (counted from the bus's first chunk), time, value, byte enables."""
+    words = alloc(WORD_DTYPE, len(wd.idx))
+    np.add(wd.txn, rec_base, out=words["record"])
+    _times_into(words["time_ps"], ck.times, wd.idx)
+    if wd.ad is not None:
+        if wd.any_wide and ad_bits >= 64:
+            words["value"] = wd.ad & np.where(wd.wide, np.uint64(0xFFFFFFFFFFFFFFFF), M32)
+        else:
+            words["value"] = wd.ad & M32
+    if wd.cbe is not None:
+        if wd.any_wide and cbe_bits >= 8:
+            words["byte_enables"] = wd.cbe & np.where(wd.wide, np.uint64(0xFF), M4)
+        else:
+            words["byte_enables"] = wd.cbe & M4
+    return words
+
+
+def _describer(rec: np.ndarray, has_ad: bool):
+    """where(t) -> the findings' words for records t: "command at 0xaddress"."""
+    def where(t) -> list[str]:
         return [f"{rec['command'][i]} at 0x{int(rec['address'][i]):x}" if has_ad else f"{rec['command'][i]}"
                 for i in t]
+    return where
 
-    # TRDY# / STOP# without DEVSEL#: before the first DEVSEL# (after it, TRDY# alone is a
-    # PCI-X split response and STOP# alone a target abort); in PCI TRDY# anywhere.
-    upto_d = np.where(has_d, fd, j)
-    rupto_d = np.where(has_d, rfd, rj)
-    lim, rlim = (upto_d, rupto_d) if pcix else (j, rj)
+
+def _devsel_findings(findings: _Findings, ck: _Chunk, tx: _Txns, hd: _Header, dv: _Devsel, where) -> None:
+    """TRDY# / STOP# without DEVSEL#: before the first DEVSEL# (after it, TRDY# alone is a
+    PCI-X split response and STOP# alone a target abort); in PCI TRDY# anywhere."""
+    runs = ck.runs
+    upto_d = np.where(dv.has_d, dv.fd, tx.j)
+    rupto_d = np.where(dv.has_d, dv.rfd, tx.rj)
+    lim, rlim = (upto_d, rupto_d) if ck.pcix else (tx.j, tx.rj)
     for kind, lut, b1, rb1, what in (("trdy_without_devsel", "tnd", lim, rlim, "TRDY#"),
                                      ("stop_without_devsel", "snd", upto_d, rupto_d, "STOP#")):
         if not runs.runs_in(lut):                    # the usual case: no such clock at all
             continue
-        cnt = runs.count(lut, Plo, runs.at(b1, rb1))
+        cnt = runs.count(lut, hd.plo, runs.at(b1, rb1))
         t = np.flatnonzero(cnt > 0)
-        x, _ = runs.first(lut, lo[t], rlo[t])
-        findings.add(times[x], kind, [f"{what} asserted without DEVSEL# on {int(c)} clock(s) of {w}"
-                                      for c, w in zip(cnt[t], where_txt(t))])
-    if has_cbe:
-        # C/BE# must hold still while IRDY# is asserted within one data phase
-        bmask = np.uint64(0xFF if wide_be else 0xF)
-        I = (code & np.uint8(_I)) != 0
-        dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
-        region = spread(in_txn)
-        pending = I & ~(dp_clk | ((code & np.uint8(_S)) != 0))
-        changed = np.zeros(n, bool)
-        changed[1:] = pending[:-1] & I[1:] & (((cbe[1:] ^ cbe[:-1]) & bmask) != 0)
-        changed[lo[lo < n]] = False                  # the clock before lo is a header clock
-        x = np.flatnonzero(changed & region)
-        t = np.searchsorted(s, x, side="right") - 1
-        findings.add(times[x], "byte_enables_changed_in_wait",
-                     [f"C/BE# changed from {int(cbe[i - 1] & bmask):X} to {int(cbe[i] & bmask):X} "
-                      f"during a wait state of {w}" for i, w in zip(x, where_txt(t))])
+        x, _ = runs.first(lut, hd.lo[t], hd.rlo[t])
+        findings.add(ck.times[x], kind, [f"{what} asserted without DEVSEL# on {int(c)} clock(s) of {w}"
+                                         for c, w in zip(cnt[t], where(t))])
+
+
+def _cbe_wait_findings(findings: _Findings, ck: _Chunk, tx: _Txns, hd: _Header, wd: _Words,
+                       wide_be: bool, where) -> None:
+    """C/BE# must hold still while IRDY# is asserted within one data phase."""
+    code, cbe, n = ck.code, ck.cbe, ck.n
+    bmask = np.uint64(0xFF if wide_be else 0xF)
+    I = (code & np.uint8(_I)) != 0
+    dp_clk = (code & np.uint8(_I | _T | _D)) == (_I | _T | _D)
+    region = np.repeat(tx.in_txn, ck.runs.rl)
+    for h in wd.hdr_clk:
+        region[h] = False
+    pending = I & ~(dp_clk | ((code & np.uint8(_S)) != 0))
+    changed = np.zeros(n, bool)
+    changed[1:] = pending[:-1] & I[1:] & (((cbe[1:] ^ cbe[:-1]) & bmask) != 0)
+    lo = hd.lo
+    changed[lo[lo < n]] = False                  # the clock before lo is a header clock
+    x = np.flatnonzero(changed & region)
+    t = np.searchsorted(tx.s, x, side="right") - 1
+    findings.add(ck.times[x], "byte_enables_changed_in_wait",
+                 [f"C/BE# changed from {int(cbe[i - 1] & bmask):X} to {int(cbe[i] & bmask):X} "
+                  f"during a wait state of {w}" for i, w in zip(x, where(t))])
+
+
+def _timing_findings(findings: _Findings, ck: _Chunk, tx: _Txns, hd: _Header, dv: _Devsel, wd: _Words,
+                     where) -> None:
+    """A late first data phase, a late DEVSEL#, FRAME# asserted again too early."""
+    s, e, n, times, H = tx.s, tx.e, ck.n, ck.times, hd.H
     fdp = np.full(len(s), n, np.int64)            # first data phase: the first word's clock
-    fdp[has_words] = w_idx[first_word]
+    fdp[wd.has_words] = wd.idx[wd.first_word]
     late = (fdp <= e) & (fdp - s > facts.MAX_INITIAL_LATENCY)
     findings.add(times[fdp[late]], "initial_latency",
                  [f"first data phase {int(fdp[i] - s[i])} clocks after the address phase of {w}"
-                  for i, w in zip(np.flatnonzero(late), where_txt(np.flatnonzero(late)))])
+                  for i, w in zip(np.flatnonzero(late), where(np.flatnonzero(late)))])
     # DEVSEL# after the subtractive decode slot: the master has aborted by then. Without C/BE#
     # a DAC is not recognised and its second address phase counts as one of the n clocks.
-    dv_limit = facts.MAX_DEVSEL_CLOCKS + (0 if has_cbe else 1)
-    dl = np.flatnonzero(has_d & (fd - H > dv_limit))
+    dv_limit = facts.MAX_DEVSEL_CLOCKS + (0 if ck.cbe is not None else 1)
+    fd = dv.fd
+    dl = np.flatnonzero(dv.has_d & (fd - H > dv_limit))
     if len(dl):
-        hname = np.where(pcix, "attribute phase", np.where(dac2[dl], "second address phase", "address phase"))
+        hname = np.where(ck.pcix, "attribute phase",
+                         np.where(hd.dac2[dl], "second address phase", "address phase"))
         findings.add(times[fd[dl]], "devsel_late",
                      [f"DEVSEL# first asserted {int(fd[i] - H[i])} clocks after the {h} of {w}: "
                       f"later than subtractive decode ({dv_limit}), when the master aborts"
-                      for i, h, w in zip(dl, hname, where_txt(dl))])
-    sp = np.maximum(s - 1, 0)
-    pc = code[sp]
+                      for i, h, w in zip(dl, hname, where(dl))])
+    pc = ck.code[np.maximum(s - 1, 0)]
     # without DEVSEL# the master ended its own transaction (master abort): nothing was pending
     pend = (s >= 1) & ((pc & (_I | _F | _T | _S | _D)) == (_I | _D))
     findings.add(times[s[pend]], "frame_reasserted",
                  [f"FRAME# asserted again while the final data phase was pending: {w}"
-                  for w in where_txt(np.flatnonzero(pend))])
-    # IRDY# outside any transaction, once per run of such clocks; not in the partial
-    # transaction the capture began in (clocks before its first idle clock or address phase).
-    # Transactions span whole runs, so this is decided run by run.
-    if p0 == 1:
-        busy_run[0] |= ctx_busy
+                  for w in where(np.flatnonzero(pend))])
+
+
+def _irdy_findings(findings: _Findings, ck: _Chunk, tx: _Txns, leading: bool,
+                   orphan_prev: bool) -> tuple[bool, int]:
+    """IRDY# outside any transaction, once per run of such clocks; not in the partial
+    transaction the capture began in (clocks before its first idle clock or address phase).
+    Transactions span whole runs, so this is decided run by run. Returns ``leading`` after
+    this chunk and the first run looked at."""
+    p0, limit, rs = ck.p0, tx.limit, ck.runs.rs
     lead_end = p0
     if leading:
-        b = bounds[bounds >= p0]
+        b = tx.bounds[tx.bounds >= p0]
         if len(b):
             lead_end = min(int(b[0]), limit)
             leading = False
@@ -722,38 +890,39 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
             lead_end = limit
     # (run starts are sorted: the clock window is a window of runs)
     r_from = int(np.searchsorted(rs, max(lead_end, p0)))
-    orphan_r = np.flatnonzero(~(idle_run[r_from:r_limit] | busy_run[r_from:r_limit])) + r_from
+    orphan_r = np.flatnonzero(~(tx.idle_run[r_from:tx.r_limit] | tx.busy_run[r_from:tx.r_limit])) + r_from
     first_orphan = orphan_r[np.concatenate(([True], np.diff(orphan_r) > 1))] if len(orphan_r) else orphan_r
-    if p0 == 1 and orphan_prev and R > 1:
+    if p0 == 1 and orphan_prev and ck.runs.R > 1:
         first_orphan = first_orphan[first_orphan != 1]
     x = rs[first_orphan]
-    findings.add(times[x], "irdy_without_transaction",
+    findings.add(ck.times[x], "irdy_without_transaction",
                  ["IRDY# asserted with no transaction (FRAME# not asserted before it)"] * len(x))
-    if par_ok and parity.any():
-        _parity_findings(findings, hdr, wbad32, wbad64, s, sec, at, w_idx, w_txn, excl, times, where_txt)
+    return leading, r_from
 
-    # --- carry ---------------------------------------------------------------------------------
+
+def _next_carry(ck: _Chunk, tx: _Txns, prior: Carry, *, final: bool, leading: bool, r_from: int,
+                words: int) -> Carry:
+    """What the next chunk needs: the open transaction's clocks and the clock before them."""
+    buf, times, n, limit = ck.buf, ck.times, ck.n, tx.limit
+    records = prior.records + len(tx.s)
     if final:
-        new = Carry({k: v[:0] for k, v in buf.items()}, times[:0], clock0 + n, False, leading,
-                    False, False, rec_base + len(s), word_base_next)
+        return Carry({k: v[:0] for k, v in buf.items()}, times[:0], prior.clock0 + n, False, leading,
+                     False, False, records, words)
+    if limit == n:        # nothing open: keep the last clock as "previous clock"
+        c0, ctx = n - 1, True
+    elif limit == 0:      # the open transaction starts on the capture's first clock
+        c0, ctx = 0, False
     else:
-        if limit == n:        # nothing open: keep the last clock as "previous clock"
-            c0, ctx = n - 1, True
-        elif limit == 0:      # the open transaction starts on the capture's first clock
-            c0, ctx = 0, False
-        else:
-            c0, ctx = limit - 1, True
-        if limit - 1 >= p0:
-            rl_ = runs.run_of(limit - 1)
-            last_orphan = bool(r_from <= rl_ < r_limit and not idle_run[rl_] and not busy_run[rl_])
-            c0_busy = bool(busy_run[runs.run_of(c0)])
-        else:
-            last_orphan = orphan_prev
-            c0_busy = bool(busy_run[0]) if n else False
-        new = Carry({k: v[c0:].copy() for k, v in buf.items()}, _own(times[c0:]), clock0 + c0,
-                    ctx, leading, last_orphan, c0_busy, rec_base + len(s), word_base_next,
-                    open=limit < n)
-    return rec, words, findings.array(), new
+        c0, ctx = limit - 1, True
+    if limit - 1 >= ck.p0:
+        rl_ = ck.runs.run_of(limit - 1)
+        last_orphan = bool(r_from <= rl_ < tx.r_limit and not tx.idle_run[rl_] and not tx.busy_run[rl_])
+        c0_busy = bool(tx.busy_run[ck.runs.run_of(c0)])
+    else:
+        last_orphan = prior.orphan
+        c0_busy = bool(tx.busy_run[0]) if n else False
+    return Carry({k: v[c0:].copy() for k, v in buf.items()}, _own(times[c0:]), prior.clock0 + c0,
+                 ctx, leading, last_orphan, c0_busy, records, words, open=limit < n)
 
 
 def _put_text(rec: np.ndarray, name: str, text: str) -> None:

@@ -124,3 +124,23 @@ def test_info_on_the_opencores_trace(opencores_vcd, capsys):
     rc, out, _ = run(["info", str(opencores_vcd)], capsys)
     assert "pci_clock: 33.3333 MHz, 646 942 rising edges" in out
     assert "unknown" in out
+
+
+def test_summary_text_parts():
+    from pcitrace.capture.commands import _bus_lines, _channel_lines, _timebase_text, _unknown_lines
+    assert _timebase_text({"mode": "state", "clock_hz": 66e6}).startswith("state, one sample per bus clock at 66")
+    assert _timebase_text({"mode": "state"}) == "state, one sample per bus clock (per-sample timestamps)"
+    assert _timebase_text({"mode": "timing", "event_timed": True, "timescale_ps": 0.1}) == \
+        "timing, sampled at each value change (VCD timescale 100.0 fs)"
+    assert _channel_lines([{"name": "AD", "width": 32}, {"name": "FRAME#", "width": 1}],
+                          {"FRAME#": {"x": 2, "z": 0}}) == \
+        ["  AD       32 bits", "  FRAME#     1 bit  unknown: x 2"]
+    bus = {"name": "send", "kind": "pci", "mode": "pcix", "width": 64, "clock": "CLK", "clock_hz": None,
+           "signals": {"frame_n": "FRAME#", "ad": ["AD0", "AD1", "AD63"]}, "inverted": ["GNT#"],
+           "nic": {"gnt": "GNT#", "req": "REQ#", "bars": [(0x1000, 0x1fff)]}}
+    assert _bus_lines(bus) == ["  send: PCI-X 64-bit, clock CLK", "    frame_n=FRAME#, ad=AD0..AD63",
+                               "    inverted: GNT#", "    NIC: gnt=GNT# req=REQ# bars=0x1000-0x1fff"]
+    assert _unknown_lines({}, {}) == []
+    assert _unknown_lines({"A": {"x": 1, "z": 2}}, {"clock": "CLK"}) == [
+        "unknown   1 x and 2 z value changes read by the rule: active-low lines deasserted (1), other bits 0",
+        "          none sampled just before CLK edges"]

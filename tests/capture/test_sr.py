@@ -756,3 +756,56 @@ def test_without_isal_zlib_writes_the_same_content(tmp_path, monkeypatch):
     got = open_capture(tmp_path / "zlib.sr").read()
     for k, v in bit_columns(cap).items():
         np.testing.assert_array_equal(got[k], v, err_msg=k)
+
+
+# --- the reader's steps, each on its own --------------------------------------------------------
+
+def test_code_changes_within_a_block_and_from_the_one_before():
+    from pcitrace.capture.model import LineCode
+    from pcitrace.capture.sr import _code_changes
+    # bit 0 counted when low (weight 1), bit 1 when high (weight 2)
+    lc = LineCode(("a", "b"), (1, 2), (0, 1))
+    raw = np.array([[0b01], [0b01], [0b11], [0b10]], np.uint8)     # codes 0, 0, 2, 3
+    (at, flips), last = _code_changes(raw, [0, 1], lc, None, 100)
+    assert (at.tolist(), flips.tolist(), int(last)) == ([102, 103], [2, 1], 3)
+    (at, flips), _ = _code_changes(raw, [0, 1], lc, 3, 100)         # the block before ended on 3
+    assert (at.tolist(), flips.tolist()) == ([100, 102, 103], [3, 2, 1])
+
+
+def test_read_exactly_and_skip_raise_on_a_short_member():
+    import io
+    from pcitrace.capture.sr import _read_exactly, _skip_samples
+    f = io.BytesIO(bytes(10))
+    assert _skip_samples(f, 100, 103, 2, 2) == 103 and f.tell() == 6     # 3 samples of 2 bytes
+    assert _read_exactly(f, 4) == bytes(4)
+    with pytest.raises(EOFError):
+        _read_exactly(f, 2)
+
+
+def test_shared_reads_session_opens_once_and_nested_shares_nothing(tmp_path):
+    cap = Capture.from_arrays({"a": np.arange(64, dtype=np.uint8) & 1}, TimeBase.timing(1e6))
+    write_sr(cap, tmp_path / "x.sr")
+    sr = read_sr(tmp_path / "x.sr")
+    with sr.shared_reads() as outer:
+        reader = outer.reader
+        assert reader.session == {"streams": {}, "sealed": False}
+        with sr.shared_reads() as inner:
+            assert not inner.own
+        assert reader.session is not None            # the nested one did not close it
+        a = list(sr.iter_chunks(["a"], chunk_samples=16))
+        outer.seal()
+        assert reader.session["sealed"] and len(reader.session["streams"]) == 1
+    assert reader.session is None
+    assert np.concatenate([c.data["a"] for c in a]).tolist() == (np.arange(64) & 1).tolist()
+
+
+def test_sr_timebase_needs_a_rate():
+    from types import SimpleNamespace
+
+    from pcitrace.capture.sr import _sr_timebase
+    lay = SimpleNamespace(samplerate=None, timestamps=None, num_samples=4)
+    with pytest.raises(PcitraceError, match="no samplerate"):
+        _sr_timebase(lay, {}, "x.sr")
+    with pytest.raises(PcitraceError, match="without a clock"):
+        _sr_timebase(lay, {"mode": "state"}, "x.sr")
+    assert _sr_timebase(lay, {"mode": "state", "clock_hz": 66e6}, "x.sr").clock_hz == 66e6

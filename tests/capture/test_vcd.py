@@ -304,3 +304,58 @@ def test_a_vcd_we_wrote_that_stops_early_is_an_error(tmp_path):
     cut.write_text("".join(lines[:stamps[len(stamps) // 2] + 1]))
     with pytest.raises(PcitraceError, match="before its last sample"):
         open_capture(cut)
+
+
+# --- the reader's and writer's steps, each on its own -------------------------------------------
+
+def test_ticks_to_ps_scales_and_rounds_femtoseconds():
+    from pcitrace.capture.vcd import _ticks_to_ps
+    t = np.array([0, 3, 7], np.int64)
+    assert _ticks_to_ps(t, 1) is t
+    assert _ticks_to_ps(t, 1000).tolist() == [0, 3000, 7000]
+    assert _ticks_to_ps(t, 0.1).tolist() == [0, 0, 1]          # 100 fs ticks: whole ps
+
+
+def test_start_unknown_gives_late_channels_an_x_at_the_first_time():
+    from pcitrace.capture.vcd import _start_unknown
+    times = {"FRAME#": np.array([50], np.int64), "d": np.array([0, 10], np.int64)}
+    values = {"FRAME#": np.array([0], np.uint8), "d": np.array([1, 0], np.uint8)}
+    masks, unknown = {}, {}
+    _start_unknown(times, values, masks, unknown, 0)
+    assert times["FRAME#"].tolist() == [0, 50] and values["FRAME#"].tolist() == [1, 0]   # active low: 1
+    assert masks["FRAME#"].tolist() == [1, 0] and unknown == {"FRAME#": {"x": 1, "z": 0}}
+    assert times["d"].tolist() == [0, 10] and "d" not in masks
+
+
+def test_vcd_header_nests_scopes_from_dotted_names():
+    from pcitrace.capture.vcd import _vcd_header
+    head = _vcd_header(["send.FRAME#", "send.IRDY#", "recv.FRAME#", "CLK"], ["!", '"', "#", "$"],
+                       {"mode": "timing"}, "1 ns")
+    body = head[head.index("$timescale 1 ns $end") + 1:]
+    assert body == ["$scope module pcitrace $end", "$scope module send $end", "$var wire 1 ! FRAME# $end",
+                    '$var wire 1 " IRDY# $end', "$upscope $end", "$scope module recv $end",
+                    "$var wire 1 # FRAME# $end", "$upscope $end", "$var wire 1 $ CLK $end",
+                    "$upscope $end", "$enddefinitions $end"]
+
+
+def test_value_changes_and_their_text():
+    from pcitrace.capture.vcd import _change_text, _value_changes
+    cols = np.array([[0, 0, 1, 1], [1, 0, 0, 0]], np.uint8)
+    samp, var, first = _value_changes(cols, None, 0)
+    assert (samp.tolist(), var.tolist(), first.tolist()) == ([0, 0, 1, 2], [0, 1, 1, 0], [True, False, True, True])
+    # after a chunk whose last values were the same: nothing changes on the first sample
+    samp, var, _ = _value_changes(cols, np.array([0, 1], np.uint8), 0)
+    assert (samp.tolist(), var.tolist()) == ([1, 2], [1, 0])
+    assert _value_changes(np.zeros((2, 3), np.uint8), np.zeros(2, np.uint8), 0) is None
+    tok = np.array(["0!", '1"', '0"', "1!"], dtype=object)
+    assert _change_text(tok, np.array([True, False, True, True]), np.array([5, 6, 7])) == \
+        ["#5", "0!", '1"', "#6", '0"', "#7", "1!"]
+
+
+def test_closing_tick_is_one_sample_after_the_last():
+    from pcitrace.capture.vcd import _closing_tick
+    tb = TimeBase.timing(1e9)
+    assert _closing_tick(tb, 10, 1000, lambda i: tb.times_at(i) // 1000, None) == 10
+    assert _closing_tick(tb, 10, 1000, lambda i: tb.times_at(i) // 1000, 12) == 13
+    st = TimeBase.state(clock_hz=None, timestamps_ps=np.array([0, 30, 60], np.int64))
+    assert _closing_tick(st, 3, 1, None, 60) == 90

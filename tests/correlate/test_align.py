@@ -132,3 +132,42 @@ def test_nothing_to_align():
         align(np.zeros(0), np.arange(5))
     with pytest.raises(PcitraceError, match="differ in length"):
         align(np.arange(5), np.arange(5), capture_seq=np.arange(4))
+
+
+# --- the tracking walk's parts ------------------------------------------------------------------
+
+def test_track_pairs_a_regular_stream_and_leaves_lost_numbers_unpaired():
+    from pcitrace.correlate.align import _track
+    run = np.array([0, 10, 20, 40, 50], np.int64) * US            # number 3 lost in the run
+    rnum = np.array([0, 1, 2, 4, 5])
+    cap = np.arange(6, dtype=np.int64) * 10 * US + 7 * US
+    ci, rj = _track(cap, run, rnum, 1 * US, 0, 0)
+    assert ci.tolist() == [0, 1, 2, 4, 5] and rj.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_run_numbers_usual_spacing():
+    from pcitrace.correlate.align import _RunNumbers
+    rn = _RunNumbers(np.array([0, 10, 20, 50.0]), np.array([7, 8, 9, 12]))
+    assert (rn.lo, rn.hi, rn.per_number) == (7, 12, 10.0) and rn.index[12] == 3
+
+
+def test_candidates_and_picks():
+    from pcitrace.correlate.align import (_Anchor, _pick_beside_successor, _pick_without_successor,
+                                          _RunNumbers, _track_candidates)
+    rn = _RunNumbers(np.array([0, 10, 20, 40, 50.0]), np.array([0, 1, 2, 4, 5]))
+    st = _Anchor(a_i=2, a_n=2, last_j=2, r_i=2, r_n=2, r_t=20.0)
+    # the next capture packet 10 after the last pair: successor 3 is lost, 4 is 20 after
+    obs, virt = _track_candidates(rn, st, 3, 10.0, 10.0, 4)
+    assert [o[1] for o in obs] == [4, 5] and [v[1] for v in virt] == [3]
+    assert _pick_without_successor(st, obs, virt, 3, 10.0, 1.0) == (3, -1, 0.0)
+    # 20 after: the lost successor does not fit, number 4 does
+    obs, virt = _track_candidates(rn, st, 3, 20.0, 20.0, 4)
+    assert _pick_without_successor(st, obs, virt, 3, 20.0, 1.0) == (4, 3, 40.0)
+    # a successor the run has wins unless another fits clearly better
+    st = _Anchor(a_i=0, a_n=0, last_j=0, r_i=0, r_n=0, r_t=0.0)
+    obs, _ = _track_candidates(rn, st, 1, 10.5, 10.5, 4)
+    succ = next(o for o in obs if o[1] == 1)
+    assert _pick_beside_successor(rn, st, obs, succ, 1, 10.5, 1.0, 4) == (1, 1, 10.0)
+    obs, _ = _track_candidates(rn, st, 1, 20.0, 20.0, 4)
+    succ = next(o for o in obs if o[1] == 1)
+    assert _pick_beside_successor(rn, st, obs, succ, 1, 20.0, 1.0, 4) == (2, 2, 20.0)

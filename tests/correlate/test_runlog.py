@@ -277,3 +277,25 @@ def test_iperf3_text_with_a_malformed_number_is_not_a_row(tmp_path):
                     "[  5]   1.00-2.00   sec  1.19 MBytes  10.0 Mbits/sec  860\n- - -\niperf Done.\n")
     log = read_runlog(path)
     assert [r["start_s"] for r in log.rows] == [1.0]
+
+def test_netperf_parts():
+    from pathlib import Path
+
+    from pcitrace.correlate.runlog import (RunLog, _netperf_banner, _netperf_omni, _netperf_rows,
+                                           _netperf_test_from_shape)
+    log = RunLog("x", "netperf", "table")
+    banner = "MIGRATED UDP REQUEST/RESPONSE TEST from 0.0.0.0 (0.0.0.0) port 0 AF_INET to h1 () port 0"
+    assert _netperf_banner(log, ["", banner]) == "UDP_RR" and log.parameters["host"] == "h1"
+    assert _netperf_banner(RunLog("x", "netperf", "table"), ["no banner"]) is None
+    assert not _netperf_omni(log, ["a b", "1 2"], "TCP_STREAM")
+    assert _netperf_omni(log, ["Throughput,Elapsed Time (sec)", "941.5,10.0"], "TCP_STREAM")
+    assert log.variant == "TCP_STREAM_omni" and log.rows == [{"throughput": 941.5, "elapsed_time_sec": 10.0}]
+    data, unit = _netperf_rows(["Recv Send", "bytes  10^6bits/sec", "87380 16384 16384 10.00 941.23"])
+    assert data == [(3, [87380, 16384, 16384, 10.0, 941.23])] and unit == "10^6bits/sec"
+    log = RunLog("x", "netperf", "table")
+    assert _netperf_test_from_shape(log, Path("x"), [(1, [1] * 5)]) == "TCP_STREAM"
+    assert _netperf_test_from_shape(log, Path("x"), [(1, [1] * 6), (2, [1] * 4)]) == "UDP_STREAM"
+    assert _netperf_test_from_shape(log, Path("x"), [(1, [262144] + [1] * 5), (2, [1, 1])]) == "UDP_RR"
+    assert log.notes
+    with pytest.raises(PcitraceError, match="matches no known test"):
+        _netperf_test_from_shape(log, Path("x"), [(1, [1] * 3)])

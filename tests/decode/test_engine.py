@@ -450,3 +450,116 @@ def test_data_phase_clocks_beyond_the_kept_running_count(monkeypatch):
     got = decode_clocks(sig, t)
     assert len(want[1]) > 1000 and len(engine._ARANGE) <= 16
     assert diff_records(want[0], got[0]) == [] and np.array_equal(want[1], got[1])
+
+
+# --- the engine's stages, each on its own ------------------------------------------------------
+
+def stages(spec, ad=None, cbe=None, *, final=True, pcix=False, extra=""):
+    """A chunk of hand-written clocks run through the first stages (no carry)."""
+    from pcitrace.decode import engine as E
+    sig, t = clocks(spec, ad, cbe, extra=extra, period_ps=P)
+    code = E._control_code(sig)
+    ck = E._Chunk(sig, t, len(t), 0, code, E._Runs(code, 0), pcix, sig.get("ad"), sig.get("cbe_n"))
+    tx = E._transactions(ck, final, False)
+    hd = E._header(ck, tx)
+    dv = E._devsel(ck, tx, hd, 32)
+    return E, ck, tx, hd, dv
+
+
+def test_control_code_packs_the_asserted_lines():
+    from pcitrace.decode import engine as E
+    sig, _ = clocks(["", "F", "FI", "ITDS"])
+    assert E._control_code(sig).tolist() == [0, E._F, E._F | E._I, E._I | E._T | E._D | E._S]
+    made = {"code": np.array([3, 1], np.uint8)}
+    assert E._control_code(made) is made["code"]
+
+
+def test_transactions_bounds_and_what_waits_for_the_next_chunk():
+    spec = ["", "F", "FITD", "ITD", "", "F", "FID", "FITD"]
+    E, ck, tx, *_ = stages(spec, final=True)
+    assert tx.s.tolist() == [1, 5] and tx.e.tolist() == [3, 7]
+    assert tx.j.tolist() == [4, 8] and tx.truncated.tolist() == [False, True]
+    assert tx.bounds.tolist() == [0, 1, 4, 5] and tx.limit == len(spec)
+    # not final: the transaction without an end waits; clocks from its address phase on are kept
+    E, ck, tx, *_ = stages(spec, final=False)
+    assert tx.s.tolist() == [1] and tx.limit == 5
+    assert tx.in_txn[tx.r_limit:].sum() == 0 and tx.busy_run[tx.r_limit:].any()
+
+
+def test_header_finds_dac_command_and_the_first_data_clock():
+    # DAC (C/BE# 0xD) then a memory read (0x6): the second address phase is a header clock
+    spec = ["", "F", "F", "FID", "ITD", ""]
+    E, ck, tx, hd, dv = stages(spec, ad=[0, 0x10, 0x2, 0, 0, 0], cbe=[0xF, 0xD, 0x6, 0, 0, 0xF])
+    assert hd.dac.tolist() == [True] and hd.dac2.tolist() == [True]
+    assert hd.cmd_code.tolist() == [6] and hd.H.tolist() == [2] and hd.lo.tolist() == [3]
+    # without C/BE#: no DAC, command unknown (-1)
+    E, ck, tx, hd, dv = stages(spec)
+    assert hd.dac.tolist() == [False] and hd.cmd_code.tolist() == [-1] and hd.lo.tolist() == [2]
+
+
+@pytest.mark.parametrize("spec,fd,speed", [
+    (["", "F", "FID", "ITD", ""], 2, 0),            # fast: DEVSEL# on the clock after the address
+    (["", "F", "FI", "FID", "ITD", ""], 3, 1),      # medium
+    (["", "F", "FI", "FI", "FI", "FI", "I", ""], -1, 4),   # none: master abort
+])
+def test_devsel_speed_and_first_clock(spec, fd, speed):
+    E, ck, tx, hd, dv = stages(spec)
+    assert dv.fd.tolist() == [fd] and dv.code.tolist() == [speed] and dv.has_d.tolist() == [fd >= 0]
+
+
+def test_counts_data_phases_and_waits():
+    spec = ["", "F", "FID", "FITD", "FTD", "FITD", "ITD", ""]
+    E, ck, tx, hd, dv = stages(spec)
+    cn = E._counts(ck, tx, hd, dv)
+    assert (cn.data_phases.tolist(), cn.initiator_waits.tolist(), cn.target_waits.tolist(),
+            cn.stop_clocks.tolist()) == ([3], [1], [1], [0])
+
+
+@pytest.mark.parametrize("spec,term", [
+    (["", "F", "FID", "FIDS", "IDS", ""], "retry"),
+    (["", "F", "FITD", "FITDS", "IDS", ""], "disconnect_with_data"),
+    (["", "F", "FITD", "FIDS", "IDS", ""], "disconnect_without_data"),
+    (["", "F", "FID", "FIS", "IS", ""], "target_abort"),
+    (["", "F", "FI", "FI", "FI", "FI", "I", ""], "master_abort"),
+    (["", "F", "FID", "FITD"], "truncated"),
+])
+def test_termination_stage(spec, term):
+    from pcitrace.decode import facts
+    E, ck, tx, hd, dv = stages(spec)
+    assert facts.TERMINATIONS[E._termination(ck, tx, hd, dv)[0]] == term
+
+
+def test_data_words_skip_header_clocks_and_give_per_word_values():
+    # IRDY#, TRDY# and DEVSEL# on the address phase itself: not a data phase
+    spec = ["", "FITD", "FITD", "ITD", "", "F", "FITD", "ITD", ""]
+    ad = list(range(100, 109))
+    E, ck, tx, hd, dv = stages(spec, ad=ad, cbe=[0] * 9)
+    cn = E._counts(ck, tx, hd, dv)
+    wd = E._data_words(ck, tx, hd, dv, cn.data_phases)
+    assert wd.idx.tolist() == [2, 3, 6, 7] and wd.txn.tolist() == [0, 0, 1, 1]
+    assert wd.excl.tolist() == [0, 2] and wd.ad.tolist() == [102, 103, 106, 107]
+    assert E._per_txn_sum(wd, np.array([1, 2, 3, 4])).tolist() == [3, 7]
+    assert E._byte_counts(ck, dv, cn, wd, 8).tolist() == [8, 8]
+
+
+def test_bad_parity_checks_par_on_the_next_clock():
+    from pcitrace.decode import engine as E
+    ad, cbe = [0, 1, 3, 0], [0, 0, 0, 0]
+    par = even_par(ad, cbe)
+    par[3] ^= 1                                       # clock 2's PAR is wrong
+    sig, t = clocks(["", "F", "FITD", ""], ad, cbe)
+    sig["par"] = par
+    code = E._control_code(sig)
+    ck = E._Chunk(sig, t, 4, 0, code, E._Runs(code, 0), False, sig["ad"], sig["cbe_n"])
+    assert E._bad_parity(ck, np.arange(4)).tolist() == [False, False, True, False]
+
+
+def test_next_carry_keeps_the_open_transaction_and_the_clock_before_it():
+    spec = ["", "F", "FITD", "ITD", "", "F", "FID", "FITD"]
+    E, ck, tx, hd, dv = stages(spec, final=False)
+    prior = E.Carry({}, np.zeros(0, np.int64), 10, False)
+    new = E._next_carry(ck, tx, prior, final=False, leading=False, r_from=0, words=2)
+    assert new.open and new.context and new.clock0 == 10 + 4
+    assert new.sig["frame_n"].tolist() == [1, 0, 0, 0] and new.records == 1 and new.words == 2
+    new = E._next_carry(ck, tx, prior, final=True, leading=False, r_from=0, words=2)
+    assert not new.open and len(new.times_ps) == 0 and new.clock0 == 10 + len(spec)
