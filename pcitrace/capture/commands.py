@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from pcitrace import buses as bus_kinds
 from pcitrace.errors import PcitraceError
 
 
@@ -80,7 +81,7 @@ def capture_summary(path: str, profile_path: str | None = None) -> dict:
         if b.nic.gnt or b.nic.req or b.nic.bars:
             entry["nic"] = {"gnt": b.nic.gnt, "req": b.nic.req,
                             "bars": [[lo, hi] for lo, hi in b.nic.bars]}
-        if b.kind == "gbe_probe":
+        if not b.is_pci:
             entry["link_bps"] = b.link_bps
         buses.append(entry)
     return {
@@ -155,12 +156,12 @@ def _channel_lines(channels: list[dict], unk: dict) -> list[str]:
 
 def _bus_lines(b: dict) -> list[str]:
     """A bus: kind, width and clock; its signals; inverted lines; the NIC's lines and BARs."""
-    if b["kind"] == "gbe_probe":
+    if not bus_kinds.kind(b["kind"]).is_pci:
         head = f"  {b['name']}: GbE probe, {_si(b['link_bps'] or 0, 'b/s')}"
     else:
         clk = (f"clock {b['clock']}" if b["clock"] else
                f"clock {_si(b['clock_hz'], 'Hz')}" if b["clock_hz"] else "no clock")
-        head = f"  {b['name']}: {b['mode'].upper().replace('PCIX', 'PCI-X')} {b['width']}-bit, {clk}"
+        head = f"  {b['name']}: {bus_kinds.kind(b['mode']).title} {b['width']}-bit, {clk}"
     sig = ", ".join(f"{k}={v if isinstance(v, str) else v[0] + '..' + v[-1]}"
                     for k, v in b["signals"].items())
     lines = [head, f"    {sig}"]

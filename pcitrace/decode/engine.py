@@ -1,7 +1,7 @@
 """The fast PCI / PCI-X transaction engine: docs/records.md applied to whole arrays of clocks.
 
 Input is one array per canonical signal with one entry per bus clock (what
-``pcitrace.capture.profile.bus_clocks`` yields): 1-bit signals as uint8 electrical levels,
+``pcitrace.capture.clocked.bus_clocks`` yields): 1-bit signals as uint8 electrical levels,
 ``ad`` / ``cbe_n`` as uint64. Nothing here loops over clocks. The five control lines are packed
 into one code per clock and the clocks into *runs* of one code (a 64-phase burst is one run);
 address phases are FRAME# edges between runs, each transaction's end is the next idle-or-address
