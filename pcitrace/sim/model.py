@@ -503,6 +503,7 @@ class _PC:
         self.rx_count = 0
         self.tx_ring_used = 0           # sends the driver handed over whose status was not written back
         self.tx_ring_free = _Queue()
+        self.tx_desc_free = _Queue()    # tx_desc_every > 1: the data DMA took the last descriptor batch
         self.irqs: list[list] = []      # per interrupt raised: [time, events, its routine's CSR group]
         self.tag = 0
         self.reads = 0
@@ -979,9 +980,10 @@ class Model:
         yield
 
     def nic_tx_desc(self, pc: _PC):
-        """NIC descriptor fetch: prompt after the doorbell (tail write), ahead of the data; the
-        descriptors of up to tx_desc_every sends waiting by then in one read (logged with the
-        first of them), never across the ring's end."""
+        """NIC descriptor fetch: prompt after the doorbell (tail write), ahead of the data. With
+        tx_desc_every > 1 the NIC fetches again only when its data DMA has taken the last batch,
+        then the descriptors of up to tx_desc_every sends waiting by then in one read (logged
+        with the first of them), never across the ring's end."""
         nic = pc.bus.cfg.nic
         idx = 0
         while True:
@@ -996,6 +998,9 @@ class Model:
             for log, payload in batch:
                 self.eng.put(pc.tx_data_queue, (log, payload, idx))
                 idx += 1
+            if nic.tx_desc_every > 1:
+                # a descriptor cache: the next fetch when the data DMA has taken this batch
+                yield ("get", pc.tx_desc_free)
 
     def _tx_descriptor(self, pc: _PC, idx: int, nbytes: int) -> bytes:
         """Transmit descriptor ``idx`` (desc_bytes of it): buffer address, length, command."""
@@ -1009,6 +1014,8 @@ class Model:
         nic = pc.bus.cfg.nic
         while True:
             log, payload, idx = yield ("get", pc.tx_data_queue)
+            if nic.tx_desc_every > 1 and not pc.tx_data_queue.items:
+                self.eng.put(pc.tx_desc_free, True)
             while pc.tx_inflight >= 2:
                 yield ("get", pc.tx_fifo_free)
             yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))

@@ -34,7 +34,17 @@ capture has hundreds of thousands); :func:`truth_json` writes them column by col
   tx_irq_csr_records / rx_irq_csr_records (the interrupt's CSR group), tx_irq_csr_start_ps,
   rx_irq_csr_start_ps, send_to_recv_ps (first data word on the send bus -> on the receive bus),
   tx_interrupt_delay_ps / rx_interrupt_delay_ps (end of the packet's last DMA -> the CSR group
-  of the interrupt that reports it); -1 where a step is not in the capture;
+  of the interrupt that reports it); -1 where a step is not in the capture. A packet moved by
+  several bursts (the NIC's own max burst or latency timer, the bridge's disconnects) is one
+  packet with all of them in its ``*_dma_records``; the records' ``purpose`` tells its
+  descriptor fetch, data bursts and status write-back apart. With ``inta`` also tx_inta_ps /
+  rx_inta_ps (INTA# fell for the interrupt that reports the packet);
+- ``interrupts`` (with ``inta`` only): per interrupt raised by a captured bus's NIC, in order:
+  bus, raised_ps (the NIC's decision), inta_ps (INTA# falls; an interrupt raised while INTA# is
+  still low shares the earlier fall), inta_release_ps (the clock after its routine's ICR read,
+  or after its first access when it reads no ICR; -1 not in the capture), csr_records (its
+  routine's accesses, retried ones included), csr_retries, first_access_ps (-1: none),
+  packets ([kind, seq]: the tx / rx events it reports);
 - ``occupancy``: bus -> clocks, busy (FRAME# or IRDY# asserted), fraction, data (completed
   data phases), address (address / DAC / attribute clocks), retry (clocks of retried
   transactions), stray (busy clocks outside every transaction: IRDY# with no transaction),
@@ -418,7 +428,7 @@ def _probe_lines(sc: Scenario, model, periods: list, p: int, nsamples: int, arra
     """The link probe's channels (into ``arrays`` / ``widths``, their profiles appended to
     ``profile_buses``) and the frames as the truth gives them."""
     timing = sc.mode == "timing"
-    directions = ["a_to_b"] + (["b_to_a"] if sc.link.reverse_probe else [])
+    directions = (["a_to_b"] + (["b_to_a"] if sc.link.reverse_probe else [])) if sc.link.probe else []
     if timing:
         def to_sample(t):
             return np.asarray(-(-np.asarray(t, np.int64) // p), np.int64)   # first sample at or after t

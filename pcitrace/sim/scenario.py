@@ -33,6 +33,7 @@ Top level::
     [link]
     rate_gbps = 1               # 1 or 10
     propagation_us = 0.5        # PHY + cable: frame off a's wire -> in b's receive FIFO
+    probe = true                # capture the link probe's lines (false: the buses only)
     sof = true                  # start-of-frame probe line besides frame-present
     reverse_probe = false       # also probe the b -> a direction (pause frames, answers)
     pause_interval_us = 0       # > 0: b sends a pause frame this often, a stops sending
@@ -240,6 +241,7 @@ class TrafficConfig:
 class LinkConfig:
     rate_gbps: float = 1.0
     propagation_us: float = 0.5
+    probe: bool = True
     sof: bool = True
     reverse_probe: bool = False
     pause_interval_us: float = 0.0
@@ -402,7 +404,7 @@ def parse_scenario(data: dict, path: str | None = None) -> Scenario:
     lk = _Reader(r.sub("link"), "link", path)
     _fill(sc.link, lk, {
         "rate_gbps": {"choices": (1.0, 10.0)}, "propagation_us": {"lo": 0.0, "hi": 1e3},
-        "sof": {}, "reverse_probe": {}, "pause_interval_us": {"lo": 0.0},
+        "probe": {}, "sof": {}, "reverse_probe": {}, "pause_interval_us": {"lo": 0.0},
         "pause_us": {"lo": 0.0, "hi": 3355.0}, "loss": {"lo": 0.0, "hi": 1.0}, "gmii": {},
     })
     if sc.link.gmii and (sc.mode != "timing" or sc.link.rate_gbps != 1.0):
