@@ -383,6 +383,90 @@ def _check_nic(b: BusConfig, nr: _Reader) -> None:
                      f"use 0 (off) or at least {MIN_LATENCY_TIMER}")
 
 
+def _parse_bus(bt, i: int, path: str | None, names: set) -> BusConfig:
+    """One [[bus]] table (its name not one of ``names``, the buses' before it)."""
+    where = f"bus[{i}]"
+    br = _Reader(bt, where, path)
+    b = BusConfig()
+    _fill(b, br, {
+        "name": {}, "pc": {"choices": ("a", "b")}, "kind": {"choices": ("pci", "pcix")},
+        "width": {"choices": (32, 64)}, "clock_mhz": {"kind": float, "choices": (33.0, 66.0, 100.0, 133.0)},
+        "cache_line": {"choices": (16, 32, 64, 128, 256)},
+        "mmrbc": {"choices": (512, 1024, 2048, 4096)},
+    })
+    if not b.name.isidentifier():
+        raise br.err("name", f"is {b.name!r}", "use letters, digits and _ (it prefixes channel names)")
+    if b.name in names:
+        raise br.err("name", f"{b.name!r} is used by two buses", "give every [[bus]] its own name")
+    names.add(b.name)
+    if b.kind == "pcix" and b.clock_mhz == 33.0:
+        raise br.err("clock_mhz", "= 33 is not a PCI-X mode 1 clock", "use 66, 100 or 133 for kind = \"pcix\"")
+    if b.kind == "pci" and b.clock_mhz > 66.0:
+        raise br.err("clock_mhz", f"= {b.clock_mhz:g} is too fast for conventional PCI",
+                     "use 33 or 66, or kind = \"pcix\"")
+    hr = _Reader(br.sub("host"), f"{where}.host", path)
+    _fill(b.host, hr, {
+        "read_initial_waits": {"lo": 0, "hi": 64}, "read_disconnect_bytes": {"lo": 0},
+        "read_waits_every": {"lo": 0}, "write_initial_waits": {"lo": 0, "hi": 64},
+        "write_disconnect_bytes": {"lo": 0}, "split_latency_clocks": {"lo": 1, "hi": 100000},
+        "completion_adb": {"lo": 0, "hi": 32}, "csr_gap_clocks": {"lo": 1, "hi": 100000},
+        "irq_latency_us": {"lo": 0.0}, "retry_gap_clocks": {"lo": 1, "hi": 10000},
+        "posted_write_gap_clocks": {"lo": 0, "hi": 100000},
+        "memory_base": {"lo": 0, "hi": 2**64 - 2**26},
+    })
+    if b.host.memory_base % 4096:
+        raise hr.err("memory_base", f"= {b.host.memory_base:#x} is not page aligned", "use a multiple of 0x1000")
+    for key in ("read_disconnect_bytes", "write_disconnect_bytes"):
+        v = getattr(b.host, key)
+        if v and v % (b.width // 8):
+            raise hr.err(key, f"= {v} is not a multiple of the bus width ({b.width // 8} bytes)",
+                         f"use a multiple of {b.width // 8}, or 0")
+    hr.finish()
+    nr = _Reader(br.sub("nic"), f"{where}.nic", path)
+    _fill(b.nic, nr, {
+        "bar": {"lo": 0x1000, "hi": 2**32 - 0x20000}, "devsel": {"choices": tuple(DEVSEL_CLOCKS)},
+        "csr_read_waits": {"lo": 0, "hi": 32}, "csr_write_waits": {"lo": 0, "hi": 32},
+        "csr_retries": {"lo": 0, "hi": 64}, "csr_retry_path": {"choices": CSR_RETRY_PATHS},
+        "csr_disconnect": {}, "irq_order": {"choices": IRQ_ORDERS}, "icr_read": {"choices": ("first", "last")},
+        "tx_desc_every": {"lo": 1, "hi": 64}, "tx_ring": {"lo": 0, "hi": 4096},
+        "max_burst_bytes": {"choices": MAX_BURSTS}, "latency_timer_clocks": {"lo": 0, "hi": 255},
+        "send_csr_reads": {"lo": 0, "hi": 256}, "send_csr_writes": {"lo": 1, "hi": 256},
+        "irq_csr_reads": {"lo": 0, "hi": 256}, "irq_csr_writes": {"lo": 0, "hi": 256},
+        "doorbell_clocks": {"lo": 1, "hi": 100000}, "desc_bytes": {"lo": 0, "hi": 4096},
+        "rx_desc_every": {"lo": 1, "hi": 256}, "status_bytes": {"lo": 0, "hi": 4096},
+        "dma_gap_clocks": {"lo": 1, "hi": 10000},
+        "read_command": {"choices": PCI_READ_COMMANDS + ("by_length",)}, "write_command": {"choices": PCI_WRITE_COMMANDS},
+        "max_outstanding": {"lo": 1, "hi": 32}, "tx_latency_us": {"lo": 0.0}, "rx_latency_us": {"lo": 0.0},
+        "coalesce_packets": {"lo": 1, "hi": 100000}, "coalesce_us": {"lo": 0.0},
+    })
+    if b.nic.bar % 0x20000:
+        raise nr.err("bar", f"= {b.nic.bar:#x} is not aligned to the 128 KiB BAR size",
+                     "use a multiple of 0x20000")
+    for key in ("desc_bytes", "status_bytes"):
+        if getattr(b.nic, key) % 4:
+            raise nr.err(key, f"= {getattr(b.nic, key)} is not a multiple of 4", "use whole DWORDs")
+    _check_nic(b, nr)
+    nr.finish()
+    br.used.add("other")
+    others = bt.get("other", [])
+    if not isinstance(others, list):
+        raise br.err("other", "must be an array of tables", "write [[bus.other]] tables")
+    for j, ot in enumerate(others):
+        orr = _Reader(ot, f"{where}.other[{j}]", path)
+        o = OtherConfig()
+        _fill(o, orr, {"rate_per_us": {"lo": 0.0, "hi": 10.0}, "bytes": {"lo": 4, "hi": 4096},
+                       "command": {"choices": OTHER_COMMANDS}, "address": {"lo": 0, "hi": 2**32 - 4096}})
+        if 0 < o.rate_per_us < MIN_RATE_PER_US:     # a mean gap past any capture (1e-320 gave inf)
+            raise orr.err("rate_per_us", f"= {o.rate_per_us:g} is too small to simulate",
+                          f"use 0 for no traffic, or at least {MIN_RATE_PER_US:g}")
+        if o.bytes % 4:
+            raise orr.err("bytes", f"= {o.bytes} is not a multiple of 4", "use whole DWORDs")
+        orr.finish()
+        b.other.append(o)
+    br.finish()
+    return b
+
+
 def parse_scenario(data: dict, path: str | None = None) -> Scenario:
     """Build and check a Scenario from a parsed TOML document."""
     r = _Reader(data, "", path)
@@ -434,86 +518,7 @@ def parse_scenario(data: dict, path: str | None = None) -> Scenario:
                             fix="add at least one [[bus]] with name, pc, kind, width and clock_mhz")
     names = set()
     for i, bt in enumerate(buses):
-        where = f"bus[{i}]"
-        br = _Reader(bt, where, path)
-        b = BusConfig()
-        _fill(b, br, {
-            "name": {}, "pc": {"choices": ("a", "b")}, "kind": {"choices": ("pci", "pcix")},
-            "width": {"choices": (32, 64)}, "clock_mhz": {"kind": float, "choices": (33.0, 66.0, 100.0, 133.0)},
-            "cache_line": {"choices": (16, 32, 64, 128, 256)},
-            "mmrbc": {"choices": (512, 1024, 2048, 4096)},
-        })
-        if not b.name.isidentifier():
-            raise br.err("name", f"is {b.name!r}", "use letters, digits and _ (it prefixes channel names)")
-        if b.name in names:
-            raise br.err("name", f"{b.name!r} is used by two buses", "give every [[bus]] its own name")
-        names.add(b.name)
-        if b.kind == "pcix" and b.clock_mhz == 33.0:
-            raise br.err("clock_mhz", "= 33 is not a PCI-X mode 1 clock", "use 66, 100 or 133 for kind = \"pcix\"")
-        if b.kind == "pci" and b.clock_mhz > 66.0:
-            raise br.err("clock_mhz", f"= {b.clock_mhz:g} is too fast for conventional PCI",
-                         "use 33 or 66, or kind = \"pcix\"")
-        hr = _Reader(br.sub("host"), f"{where}.host", path)
-        _fill(b.host, hr, {
-            "read_initial_waits": {"lo": 0, "hi": 64}, "read_disconnect_bytes": {"lo": 0},
-            "read_waits_every": {"lo": 0}, "write_initial_waits": {"lo": 0, "hi": 64},
-            "write_disconnect_bytes": {"lo": 0}, "split_latency_clocks": {"lo": 1, "hi": 100000},
-            "completion_adb": {"lo": 0, "hi": 32}, "csr_gap_clocks": {"lo": 1, "hi": 100000},
-            "irq_latency_us": {"lo": 0.0}, "retry_gap_clocks": {"lo": 1, "hi": 10000},
-            "posted_write_gap_clocks": {"lo": 0, "hi": 100000},
-            "memory_base": {"lo": 0, "hi": 2**64 - 2**26},
-        })
-        if b.host.memory_base % 4096:
-            raise hr.err("memory_base", f"= {b.host.memory_base:#x} is not page aligned", "use a multiple of 0x1000")
-        for key in ("read_disconnect_bytes", "write_disconnect_bytes"):
-            v = getattr(b.host, key)
-            if v and v % (b.width // 8):
-                raise hr.err(key, f"= {v} is not a multiple of the bus width ({b.width // 8} bytes)",
-                             f"use a multiple of {b.width // 8}, or 0")
-        hr.finish()
-        nr = _Reader(br.sub("nic"), f"{where}.nic", path)
-        _fill(b.nic, nr, {
-            "bar": {"lo": 0x1000, "hi": 2**32 - 0x20000}, "devsel": {"choices": tuple(DEVSEL_CLOCKS)},
-            "csr_read_waits": {"lo": 0, "hi": 32}, "csr_write_waits": {"lo": 0, "hi": 32},
-            "csr_retries": {"lo": 0, "hi": 64}, "csr_retry_path": {"choices": CSR_RETRY_PATHS},
-            "csr_disconnect": {}, "irq_order": {"choices": IRQ_ORDERS}, "icr_read": {"choices": ("first", "last")},
-            "tx_desc_every": {"lo": 1, "hi": 64}, "tx_ring": {"lo": 0, "hi": 4096},
-            "max_burst_bytes": {"choices": MAX_BURSTS}, "latency_timer_clocks": {"lo": 0, "hi": 255},
-            "send_csr_reads": {"lo": 0, "hi": 256}, "send_csr_writes": {"lo": 1, "hi": 256},
-            "irq_csr_reads": {"lo": 0, "hi": 256}, "irq_csr_writes": {"lo": 0, "hi": 256},
-            "doorbell_clocks": {"lo": 1, "hi": 100000}, "desc_bytes": {"lo": 0, "hi": 4096},
-            "rx_desc_every": {"lo": 1, "hi": 256}, "status_bytes": {"lo": 0, "hi": 4096},
-            "dma_gap_clocks": {"lo": 1, "hi": 10000},
-            "read_command": {"choices": PCI_READ_COMMANDS + ("by_length",)}, "write_command": {"choices": PCI_WRITE_COMMANDS},
-            "max_outstanding": {"lo": 1, "hi": 32}, "tx_latency_us": {"lo": 0.0}, "rx_latency_us": {"lo": 0.0},
-            "coalesce_packets": {"lo": 1, "hi": 100000}, "coalesce_us": {"lo": 0.0},
-        })
-        if b.nic.bar % 0x20000:
-            raise nr.err("bar", f"= {b.nic.bar:#x} is not aligned to the 128 KiB BAR size",
-                         "use a multiple of 0x20000")
-        for key in ("desc_bytes", "status_bytes"):
-            if getattr(b.nic, key) % 4:
-                raise nr.err(key, f"= {getattr(b.nic, key)} is not a multiple of 4", "use whole DWORDs")
-        _check_nic(b, nr)
-        nr.finish()
-        br.used.add("other")
-        others = bt.get("other", [])
-        if not isinstance(others, list):
-            raise br.err("other", "must be an array of tables", "write [[bus.other]] tables")
-        for j, ot in enumerate(others):
-            orr = _Reader(ot, f"{where}.other[{j}]", path)
-            o = OtherConfig()
-            _fill(o, orr, {"rate_per_us": {"lo": 0.0, "hi": 10.0}, "bytes": {"lo": 4, "hi": 4096},
-                           "command": {"choices": OTHER_COMMANDS}, "address": {"lo": 0, "hi": 2**32 - 4096}})
-            if 0 < o.rate_per_us < MIN_RATE_PER_US:     # a mean gap past any capture (1e-320 gave inf)
-                raise orr.err("rate_per_us", f"= {o.rate_per_us:g} is too small to simulate",
-                              f"use 0 for no traffic, or at least {MIN_RATE_PER_US:g}")
-            if o.bytes % 4:
-                raise orr.err("bytes", f"= {o.bytes} is not a multiple of 4", "use whole DWORDs")
-            orr.finish()
-            b.other.append(o)
-        br.finish()
-        sc.buses.append(b)
+        sc.buses.append(_parse_bus(bt, i, path, names))
     r.finish()
     if sc.mode == "state" and len({b.period_ps for b in sc.buses}) > 1:
         raise PcitraceError("state mode needs one clock for all buses, the scenario has "
