@@ -12,6 +12,11 @@ split responses followed by their split completions, fast back-to-back, several 
 ``faulty_activity`` adds faults (glitches, TRDY#/STOP# without DEVSEL#, IRDY# outside a
 transaction, C/BE# changing in a wait, excessive initial latency, parity errors, DEVSEL# after the
 subtractive decode slot) and says which findings they must cause.
+
+Whole scenarios: ``nic_family_scenarios`` draws NICs of the family (issue 17: NIC-ended bursts,
+retried CSR accesses, routine shapes, descriptor batching, a limited transmit ring, coalescence,
+INTA#, other masters) on PCI 33/66 MHz 32/64-bit and PCI-X 133, with and without AD/C/BE#, the
+probe and INTA#; ``family_scenario(n)`` gives scenario n of a fixed seed set from the same table.
 """
 
 from __future__ import annotations
