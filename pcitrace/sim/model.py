@@ -135,6 +135,29 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def csr_sequence(nic, path: str) -> list[tuple[bool, int]]:
+    """(write, register offset) of each access of a send's (``path`` "send") or an interrupt
+    routine's ("irq") CSR group, in order: a send reads first (the driver looks at the NIC's
+    state), then writes; a routine follows ``irq_order``, ICR its first or last read."""
+    if path == "send":
+        nr, nw, rregs, wregs, order = nic.send_csr_reads, nic.send_csr_writes, TX_CSR_READS, TX_CSR_WRITES, \
+            "reads_first"
+    else:
+        nr, nw, rregs, wregs, order = nic.irq_csr_reads, nic.irq_csr_writes, IRQ_CSR_READS, IRQ_CSR_WRITES, \
+            nic.irq_order
+    reads = [(False, rregs[i % len(rregs)]) for i in range(nr)]
+    writes = [(True, wregs[i % len(wregs)]) for i in range(nw)]
+    if path == "irq" and nic.icr_read == "last":
+        reads = reads[1:] + reads[:1]
+    if order == "writes_first":
+        return writes + reads
+    if order == "interleaved":
+        both = [a for pair in zip(reads, writes) for a in pair]
+        n = min(nr, nw)
+        return both + reads[n:] + writes[n:]
+    return reads + writes
+
+
 def shape_key(t: Txn) -> tuple:
     """What the drawing of a transaction depends on besides its address and data: command,
     PCI-X, termination, DEVSEL#, waits, bytes, width, the address's offset in its word and
@@ -458,6 +481,9 @@ class ModelResult:
     packets: list[PacketLog]
     pauses: list[tuple[int, int]]       # a's transmitter stopped [from, to) ps
     duration_ps: int
+    # PC -> its interrupts in the order raised: [time ps, events (kind, PacketLog), the routine's
+    # CSR group (transaction indices on the PC's bus) or None when it never ran]
+    irqs: dict[str, list] = dataclasses.field(default_factory=dict)
 
 
 class _PC:
@@ -475,6 +501,10 @@ class _PC:
         self.wire = _Queue()            # frames ready for the wire
         self.tx_count = 0
         self.rx_count = 0
+        self.tx_ring_used = 0           # sends the driver handed over whose status was not written back
+        self.tx_ring_free = _Queue()
+        self.tx_desc_free = _Queue()    # tx_desc_every > 1: the data DMA took the last descriptor batch
+        self.irqs: list[list] = []      # per interrupt raised: [time, events, its routine's CSR group]
         self.tag = 0
         self.reads = 0
         self.mem = bus.cfg.host.memory_base
@@ -488,8 +518,45 @@ class _PC:
         # what a burst's split and shape depend on of its address: its place in a cache line,
         # the read and write disconnect boundaries and a 64-bit word
         self.plan_modulus = math.lcm(cfg.cache_line, cfg.host.read_disconnect_bytes or 1,
-                                     cfg.host.write_disconnect_bytes or 1, 8)
+                                     cfg.host.write_disconnect_bytes or 1, cfg.nic.max_burst_bytes or 1, 8)
         self.dma_gap = max(0, cfg.nic.dma_gap_clocks * bus.period)
+
+
+def nic_burst_room(cfg: BusConfig, a: int, read: bool, waits: int) -> int:
+    """Bytes the NIC moves at most in one burst from address ``a`` (``waits``: the target's
+    wait clocks before the first data phase): up to the next multiple of max_burst_bytes, and
+    within the clocks of the latency timer (conventional PCI) counted from the address phase."""
+    nic = cfg.nic
+    room = NEVER
+    if nic.max_burst_bytes:
+        room = nic.max_burst_bytes - a % nic.max_burst_bytes
+    if nic.latency_timer_clocks and cfg.kind == "pci":
+        wb = cfg.width // 8
+        header = 1 + (a >= 1 << 32)
+        first = max(2 if read else 1, 1 + waits)         # (the NIC's DMA: fast DEVSEL#)
+        every = cfg.host.read_waits_every if read else 0
+        left = nic.latency_timer_clocks - header - first + 1      # clocks for data phases and waits
+        if every:       # P phases take P + (P - 1) // every clocks
+            q, r = divmod(max(0, left - 1), every + 1)
+            phases = 1 + q * every + min(r, every - 1)
+        else:
+            phases = max(1, left)
+        room = min(room, phases * wb - a % wb)
+    return room
+
+
+def line_read(line: int, a: int, want: int) -> tuple[str, int]:
+    """read_command "by_length": (command, bytes) of a cache-line-aligned read burst of at most
+    ``want`` bytes from ``a``: up to the line's end with Memory Read Line, one whole line MRL,
+    several whole lines Memory Read Multiple, less than a line Memory Read."""
+    off = a % line
+    if off:
+        return "mem_read_line", min(want, line - off)
+    if want >= 2 * line:
+        return "mem_read_multiple", want - want % line
+    if want >= line:
+        return "mem_read_line", line
+    return "mem_read", want
 
 
 def _plan(cache: dict, make, pc: "_PC", addr: int, n: int, purpose: str) -> list[tuple]:
@@ -638,16 +705,15 @@ class Model:
         kw.setdefault("pc", pc.name)
         return Txn(**kw)
 
-    def _csr_group(self, pc: _PC, reads: int, writes: int, read_regs, write_regs, log: list):
-        """Reads first (the driver looks at the NIC's state), then the writes: PIO accesses by
-        the CPU to the NIC's BAR, each after the NIC's STOP# retries."""
+    def _csr_group(self, pc: _PC, path: str, log: list):
+        """The CSR group of a send (``path`` "send") or of an interrupt routine ("irq"): PIO
+        accesses by the CPU to the NIC's BAR in the order :func:`csr_sequence` gives, each after
+        the NIC's STOP# retries."""
         bus = pc.bus
-        nic, host = bus.cfg.nic, bus.cfg.host
-        gap, retry_gap = max(0, host.csr_gap_clocks * bus.period), max(0, host.retry_gap_clocks * bus.period)
-        retries = nic.csr_retries
-        plan = self._csr_plan(pc, reads, writes, read_regs, write_regs)
+        retry_gap = max(0, bus.cfg.host.retry_gap_clocks * bus.period)
+        plan, retries = self._csr_plan(pc, path)
         last = len(plan) - 1
-        for i, (write, addr, bc, proto, retry) in enumerate(plan):
+        for i, (write, addr, bc, proto, retry, gap) in enumerate(plan):
             value = pc.tx_count % RING if write else self.rng.uint32()
             for _ in range(retries):
                 # (a retry moves nothing: its row is the plan's, shared)
@@ -656,36 +722,40 @@ class Model:
             # the gap before the next access without resuming here in between
             yield ("rowgap", bus, row, log, gap) if i < last else ("row", bus, row, log)
 
-    def _csr_plan(self, pc: _PC, reads: int, writes: int, read_regs, write_regs) -> list[tuple]:
+    def _csr_plan(self, pc: _PC, path: str) -> tuple[list[tuple], int]:
         """What each access of a CSR group is (write, address, PCI-X byte count, the access's
-        proto, the row of a retry of it), worked out once per PC and kind of group: the groups
-        repeat all capture long."""
-        key = (reads, writes, tuple(read_regs), tuple(write_regs))
-        plan = pc.csr_plans.get(key)
-        if plan is not None:
-            return plan
+        proto, the row of a retry of it, the gap after it in ps) and the retries before each,
+        worked out once per PC and path: the groups repeat all capture long."""
+        got = pc.csr_plans.get(path)
+        if got is not None:
+            return got
         bus = pc.bus
-        nic = bus.cfg.nic
+        nic, host = bus.cfg.nic, bus.cfg.host
         pcix = pc.pcix
         devsel = DEVSEL_CLOCKS[nic.devsel]
         bc = 4 if pcix else -1
+        term = "disconnect_with_data" if nic.csr_disconnect else "normal"
+        gap = max(0, host.csr_gap_clocks * bus.period)
+        posted = host.posted_write_gap_clocks * bus.period
         plan = []
-        for i in range(reads + writes):
-            write = i >= reads
+        seq = csr_sequence(nic, path)
+        for write, reg in seq:
+            addr = nic.bar + reg
             if write:
-                addr = nic.bar + write_regs[(i - reads) % len(write_regs)]
                 cmd, purpose, waits = "mem_write", "csr_write", nic.csr_write_waits
             else:
-                addr = nic.bar + read_regs[i % len(read_regs)]
                 cmd, purpose, waits = ("mem_read_dword" if pcix else "mem_read"), "csr_read", nic.csr_read_waits
             retry = Txn("host", purpose, cmd, addr, 0, "retry", devsel, 0, 0, 32, not write, pcix, -1, -1, bc, -1,
                         pc.name)
-            access = Txn("host", purpose, cmd, addr, 4, "normal", devsel, waits, 0, 32, not write, pcix, -1, -1, bc,
+            access = Txn("host", purpose, cmd, addr, 4, term, devsel, waits, 0, 32, not write, pcix, -1, -1, bc,
                          -1, pc.name, bytes(4))
+            # a posted write lets the CPU go on at once: the next access follows it closely
+            after = posted if (posted and write) else gap
             plan.append((write, addr, bc, _proto(access, bus.length(access)),
-                         _row(retry, {}, bus.length(retry))))
-        pc.csr_plans[key] = plan
-        return plan
+                         _row(retry, {}, bus.length(retry)), after))
+        retries = nic.csr_retries if nic.csr_retry_path in ("both", path) else 0
+        got = pc.csr_plans[path] = (plan, retries)
+        return got
 
     def _dma_read(self, pc: _PC, addr: int, payload: bytes, purpose: str, seq: int, log: list):
         """NIC bus-master read of ``payload`` from host memory at ``addr``."""
@@ -716,8 +786,15 @@ class Model:
         pos = 0
         while pos < n:
             a = addr + pos
-            want = n - pos
+            waits = host.read_initial_waits
+            if lat and purpose == "data_read" and pc.bus.captured:
+                pc.reads += 1
+                if pc.reads % lat == 0:
+                    waits = 20          # a violation: more than 16 clocks to the first data phase
+            want = min(n - pos, nic_burst_room(cfg, a, True, waits))
             cmd = nic.read_command
+            if cmd == "by_length":
+                cmd, want = line_read(cfg.cache_line, a, want)
             if cmd in ("mem_read", "mem_read_line"):
                 # MR / MRL: the NIC stops at the cache-line boundary (no prefetch beyond it)
                 want = min(want, cfg.cache_line - (a % cfg.cache_line))
@@ -726,11 +803,6 @@ class Model:
                 room = host.read_disconnect_bytes - (a % host.read_disconnect_bytes)
                 if room < want:
                     take, term = room, "disconnect_with_data"
-            waits = host.read_initial_waits
-            if lat and purpose == "data_read" and pc.bus.captured:
-                pc.reads += 1
-                if pc.reads % lat == 0:
-                    waits = 20          # a violation: more than 16 clocks to the first data phase
             # protos (shape key, length, ...) remembered per burst shape and purpose, as for CSR
             # accesses (the rest is fixed per PC)
             key = (purpose, cmd, take, term, waits, a & 7, a >= 1 << 32)
@@ -757,7 +829,7 @@ class Model:
         while pos < n or outstanding:
             if pos < n and outstanding < nic.max_outstanding:
                 a = addr + pos
-                take = min(n - pos, cfg.mmrbc)
+                take = min(n - pos, cfg.mmrbc, nic_burst_room(cfg, a, True, 0))
                 tag = pc.tag
                 pc.tag = (pc.tag + 1) % 32
                 t = self._txn(pc, master="nic", purpose=purpose, command="mem_read_block", address=a,
@@ -820,7 +892,7 @@ class Model:
         pos = 0
         while pos < n:
             a = addr + pos
-            take, term = n - pos, "normal"
+            take, term = min(n - pos, nic_burst_room(cfg, a, False, host.write_initial_waits)), "normal"
             cmd = "mem_write_block" if pcix else nic.write_command
             if cmd == "mem_write_invalidate":
                 whole = (take // cfg.cache_line) * cfg.cache_line
@@ -893,9 +965,13 @@ class Model:
         self.packets.append(log)
         payload = self.frame_payload(seq, user_bytes, pc.name)
         nic = pc.bus.cfg.nic
+        if nic.tx_ring:
+            # the ring is full: the send waits for a status write-back to free a slot
+            while pc.tx_ring_used >= nic.tx_ring:
+                yield ("get", pc.tx_ring_free)
+            pc.tx_ring_used += 1
         pc.tx_count += 1
-        yield from self._csr_group(pc, nic.send_csr_reads, nic.send_csr_writes, TX_CSR_READS,
-                                   TX_CSR_WRITES, log.csr_txns)
+        yield from self._csr_group(pc, "send", log.csr_txns)
         self.eng.at(self.eng.now + self.clocks(pc, nic.doorbell_clocks), self._kick(pc, (log, payload)))
 
     def _kick(self, pc, item):
@@ -904,19 +980,33 @@ class Model:
         yield
 
     def nic_tx_desc(self, pc: _PC):
-        """NIC descriptor fetch: prompt after the doorbell (tail write), ahead of the data."""
+        """NIC descriptor fetch: prompt after the doorbell (tail write), ahead of the data. With
+        tx_desc_every > 1 the NIC fetches again only when its data DMA has taken the last batch,
+        then the descriptors of up to tx_desc_every sends waiting by then in one read (logged
+        with the first of them), never across the ring's end."""
         nic = pc.bus.cfg.nic
         idx = 0
         while True:
-            log, payload = yield ("get", pc.tx_queue)
+            batch = [(yield ("get", pc.tx_queue))]
+            waiting = pc.tx_queue.items
+            while waiting and len(batch) < nic.tx_desc_every and (idx + len(batch)) % RING:
+                batch.append(waiting.popleft())
             if nic.desc_bytes:
-                desc = (pc.mem + TX_BUF + (idx % RING) * 2048).to_bytes(8, "little") \
-                    + len(payload).to_bytes(2, "little") + b"\x00\x0b\x00\x00\x00\x00"
-                desc = (desc + bytes(nic.desc_bytes))[:nic.desc_bytes]
+                desc = b"".join(self._tx_descriptor(pc, idx + k, len(payload)) for k, (_, payload) in enumerate(batch))
                 yield from self._dma_read(pc, pc.mem + TX_RING + (idx % RING) * 16, desc, "desc_fetch",
-                                          log.seq, log.tx_dma)
-            self.eng.put(pc.tx_data_queue, (log, payload, idx))
-            idx += 1
+                                          batch[0][0].seq, batch[0][0].tx_dma)
+            for log, payload in batch:
+                self.eng.put(pc.tx_data_queue, (log, payload, idx))
+                idx += 1
+            if nic.tx_desc_every > 1:
+                # a descriptor cache: the next fetch when the data DMA has taken this batch
+                yield ("get", pc.tx_desc_free)
+
+    def _tx_descriptor(self, pc: _PC, idx: int, nbytes: int) -> bytes:
+        """Transmit descriptor ``idx`` (desc_bytes of it): buffer address, length, command."""
+        desc = (pc.mem + TX_BUF + (idx % RING) * 2048).to_bytes(8, "little") \
+            + nbytes.to_bytes(2, "little") + b"\x00\x0b\x00\x00\x00\x00"
+        return (desc + bytes(pc.bus.cfg.nic.desc_bytes))[:pc.bus.cfg.nic.desc_bytes]
 
     def nic_tx(self, pc: _PC):
         """NIC transmit data DMA in read bursts; at most two frames in the FIFO waiting for
@@ -924,6 +1014,8 @@ class Model:
         nic = pc.bus.cfg.nic
         while True:
             log, payload, idx = yield ("get", pc.tx_data_queue)
+            if nic.tx_desc_every > 1 and not pc.tx_data_queue.items:
+                self.eng.put(pc.tx_desc_free, True)
             while pc.tx_inflight >= 2:
                 yield ("get", pc.tx_fifo_free)
             yield ("sleep", self.clocks(pc, nic.dma_gap_clocks))
@@ -976,6 +1068,9 @@ class Model:
             status = (b"\x01" + bytes(nic.status_bytes))[:nic.status_bytes]
             yield from self._dma_write(pc, pc.mem + TX_RING + (idx % RING) * 16 + 12 - (nic.status_bytes > 4) * 12,
                                        status, "status_write", log.seq, log.tx_dma)
+        if nic.tx_ring:
+            pc.tx_ring_used -= 1
+            self.eng.put(pc.tx_ring_free, True)
         yield from self._irq_event(pc, ("tx", log))
 
     def nic_rx(self, pc: _PC):
@@ -1024,17 +1119,19 @@ class Model:
         pc.irq_timer_armed = False
         events, pc.pending_events = pc.pending_events, []
         if events:
-            self.eng.put(pc.irq_queue, (self.eng.now, events))
+            irq = [self.eng.now, events, None]      # (its routine's CSR group when it runs)
+            pc.irqs.append(irq)
+            self.eng.put(pc.irq_queue, irq)
 
     def isr(self, pc: _PC):
         """The driver's interrupt service: one CSR group per interrupt, then the stack."""
-        host, nic = pc.bus.cfg.host, pc.bus.cfg.nic
+        host = pc.bus.cfg.host
         while True:
-            t_irq, events = yield ("get", pc.irq_queue)
+            irq = yield ("get", pc.irq_queue)
+            t_irq, events = irq[0], irq[1]
             yield ("until", max(self.eng.now, t_irq + self.us(host.irq_latency_us)))
-            group = _indices()
-            yield from self._csr_group(pc, nic.irq_csr_reads, nic.irq_csr_writes, IRQ_CSR_READS,
-                                       IRQ_CSR_WRITES, group)
+            group = irq[2] = _indices()
+            yield from self._csr_group(pc, "irq", group)
             for kind, log in events:
                 if kind == "tx":
                     log.tx_irq_csr = group
@@ -1098,7 +1195,7 @@ class Model:
                     eng.spawn(self.other_traffic(bus, o, k))
         eng.run(self.duration_ps)
         return ModelResult(self.buses, sorted(self.frames, key=lambda f: f.start_ps), self.packets,
-                           self.pauses, self.duration_ps)
+                           self.pauses, self.duration_ps, {name: pc.irqs for name, pc in self.pcs.items()})
 
 
 def run_model(sc: Scenario, length: Callable[[Txn], int] = default_length) -> ModelResult:

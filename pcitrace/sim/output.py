@@ -34,7 +34,17 @@ capture has hundreds of thousands); :func:`truth_json` writes them column by col
   tx_irq_csr_records / rx_irq_csr_records (the interrupt's CSR group), tx_irq_csr_start_ps,
   rx_irq_csr_start_ps, send_to_recv_ps (first data word on the send bus -> on the receive bus),
   tx_interrupt_delay_ps / rx_interrupt_delay_ps (end of the packet's last DMA -> the CSR group
-  of the interrupt that reports it); -1 where a step is not in the capture;
+  of the interrupt that reports it); -1 where a step is not in the capture. A packet moved by
+  several bursts (the NIC's own max burst or latency timer, the bridge's disconnects) is one
+  packet with all of them in its ``*_dma_records``; the records' ``purpose`` tells its
+  descriptor fetch, data bursts and status write-back apart. With ``inta`` also tx_inta_ps /
+  rx_inta_ps (INTA# fell for the interrupt that reports the packet);
+- ``interrupts`` (with ``inta`` only): per interrupt raised by a captured bus's NIC, in order:
+  bus, raised_ps (the NIC's decision), inta_ps (INTA# falls; an interrupt raised while INTA# is
+  still low shares the earlier fall), inta_release_ps (the clock after its routine's ICR read,
+  or after its first access when it reads no ICR; -1 not in the capture), csr_records (its
+  routine's accesses, retried ones included), csr_retries, first_access_ps (-1: none),
+  packets ([kind, seq]: the tx / rx events it reports);
 - ``occupancy``: bus -> clocks, busy (FRAME# or IRDY# asserted), fraction, data (completed
   data phases), address (address / DAC / attribute clocks), retry (clocks of retried
   transactions), stray (busy clocks outside every transaction: IRDY# with no transaction),
@@ -61,7 +71,7 @@ from pcitrace.capture.profile import BusProfile, NicIdentity, Profile, save_prof
 from pcitrace.decode.records import FIELD_NAMES, FINDING_DTYPE, RECORD_DTYPE
 from pcitrace.errors import PcitraceError
 from pcitrace.sim.bus import RecordColumns, Strings
-from pcitrace.sim.model import ModelResult, run_model
+from pcitrace.sim.model import ROW_WIDTH, ModelResult, run_model
 from pcitrace.sim.scenario import Scenario
 from pcitrace.sim.specs import MASTER_INDEX, MASTERS, phases, render_txns, spec_clocks
 
@@ -71,7 +81,7 @@ TRUTH_FORMAT = "pcitrace-truth/1"
 PCI_CHANNELS = {
     "clk": "CLK", "frame_n": "FRAME#", "irdy_n": "IRDY#", "trdy_n": "TRDY#", "stop_n": "STOP#",
     "devsel_n": "DEVSEL#", "ad": "AD", "cbe_n": "CBE#", "par": "PAR", "par64": "PAR64",
-    "req64_n": "REQ64#", "ack64_n": "ACK64#", "req_n": "REQ#", "gnt_n": "GNT#",
+    "req64_n": "REQ64#", "ack64_n": "ACK64#", "req_n": "REQ#", "gnt_n": "GNT#", "inta_n": "INTA#",
 }
 AD_SIGNALS = ("ad", "cbe_n", "par", "par64")
 PROBE_CHANNELS = {"frame_present": "FRAME_PRESENT", "sof": "SOF", "rxd": "RXD", "rx_dv": "RX_DV",
@@ -196,6 +206,7 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
     ann: dict[str, list] = {"master": [], "purpose": [], "packet": []}     # per bus: Strings / arrays
     occupancy: dict[str, dict] = {}
     bus_rows: list = []              # per bus: the columns of its transactions (txn_columns)
+    inta: dict = {}                  # per bus with INTA#: its interrupts' clocks (inta_clocks)
     first_parts: list = []           # per bus: time of each transaction's first data phase
 
     for bi, b in enumerate(buses):
@@ -227,6 +238,9 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         ann["packet"].append(cols["packet"])
         bus_rows.append(cols)
         occupancy[cfg.name] = _occupancy(rb.signals, data_clocks, cols, recs, b, K)
+        if sc.inta:
+            inta[cfg.name] = inta_clocks(b, model.irqs[cfg.pc], cols, K)
+            rb.signals["inta_n"] = inta_line(inta[cfg.name], K)
         signals = _bus_sample_channels(sc, b, rb.signals, K, p, nsamples, glitches, extra, arrays, widths)
         if extra:
             finds = np.sort(np.concatenate((finds, np.array(extra, FINDING_DTYPE))), order="time_ps")
@@ -266,6 +280,8 @@ def _simulate(sc: Scenario, progress=None) -> SimResult:
         "packets": _packets(model, bus_rows, inv, records, first_ps),
         "occupancy": occupancy,
     }
+    if sc.inta:
+        _add_interrupts(truth, model, bus_rows, inv, records, inta)
     tb = TimeBase.timing(1e12 / p) if timing else TimeBase.state(clock_hz=1e12 / periods[0],
                                                                   start_ps=periods[0] // 2)
     meta = {"generator": "pcitrace simulate", "scenario": sc.name, "seed": sc.seed}
@@ -412,7 +428,7 @@ def _probe_lines(sc: Scenario, model, periods: list, p: int, nsamples: int, arra
     """The link probe's channels (into ``arrays`` / ``widths``, their profiles appended to
     ``profile_buses``) and the frames as the truth gives them."""
     timing = sc.mode == "timing"
-    directions = ["a_to_b"] + (["b_to_a"] if sc.link.reverse_probe else [])
+    directions = (["a_to_b"] + (["b_to_a"] if sc.link.reverse_probe else [])) if sc.link.probe else []
     if timing:
         def to_sample(t):
             return np.asarray(-(-np.asarray(t, np.int64) // p), np.int64)   # first sample at or after t
@@ -838,6 +854,85 @@ def _occupancy(sig: dict, data_clocks: np.ndarray, cols: dict, recs, b, K: int) 
         "by_initiator": per, "period_ps": b.period,
         "busy_ps": n_busy * b.period,
     }
+
+
+ICR = 0x00C0          # the NIC's interrupt cause register: reading it releases INTA#
+
+
+def inta_clocks(b, irqs: list, cols: dict, K: int) -> list[tuple[int, int, int]]:
+    """Per interrupt of bus ``b``'s NIC (``irqs``: the model's, in the order raised): (the clock
+    it is raised at, the clock INTA# falls for it, the clock its routine releases INTA#: the one
+    after the routine's ICR read, or after its first access when it reads no ICR; K when that
+    is not in the capture). INTA# is low while a raised interrupt's routine has not released it,
+    so an interrupt raised before the previous routine's ICR read shares its fall."""
+    out = []
+    low_until, fall = -1, -1
+    for t, _events, group in irqs:
+        raised = b.clock_at(t)
+        if raised >= K:
+            break
+        done = _releasing_access(b, group or ())
+        release = K if done < 0 else min(K, int(cols["end"][done]) + 1)
+        if raised >= low_until:
+            fall = raised
+        low_until = max(low_until, release)
+        out.append((raised, fall, release))
+    return out
+
+
+def _releasing_access(b, group) -> int:
+    """The transaction of a routine's CSR ``group`` that releases INTA#: its completed ICR read,
+    or its first completed access when it reads no ICR; -1 when neither is in the capture."""
+    flat, icr = b.txn_rows.flat, b.cfg.nic.bar + ICR
+    first = -1
+    for i in group:
+        proto = flat[ROW_WIDTH * i]
+        if proto[0][2] == "retry":
+            continue
+        if proto[3] == "csr_read" and flat[ROW_WIDTH * i + 1] == icr:
+            return i
+        if first < 0:
+            first = i
+    return first
+
+
+def inta_line(clocks: list[tuple[int, int, int]], K: int) -> np.ndarray:
+    """INTA# over ``K`` clocks (1 = high, 0 = asserted) from :func:`inta_clocks`."""
+    if not clocks:
+        return np.ones(K, np.uint8)
+    lo = np.array([c[0] for c in clocks], np.int64)
+    hi = np.array([c[2] for c in clocks], np.int64)
+    return 1 - _union_line(lo, hi, K)
+
+
+def _add_interrupts(truth: dict, model: ModelResult, bus_cols: list, inv: np.ndarray, records, inta: dict) -> None:
+    """The truth's ``interrupts`` (per interrupt of a captured bus: bus, raised_ps, inta_ps (INTA#
+    falls), inta_release_ps (-1: not in the capture), csr_records (the routine's accesses, its
+    retries included), csr_retries, first_access_ps (-1: none), packets ([kind, seq] it reports))
+    and the packets' tx_inta_ps / rx_inta_ps (INTA# fall of the interrupt that reports them)."""
+    S = np.asarray(records["start_ps"], np.int64)
+    out, fall_of = [], {}
+    at = 0
+    for b, cols in zip(model.buses.values(), bus_cols):
+        n = len(cols["start"])
+        rec_of = inv[at:at + n]
+        at += n
+        K = b.clock_at(model.duration_ps)
+        for (t, events, group), (_, fall, release) in zip(model.irqs[b.cfg.pc], inta[b.cfg.name]):
+            group = group or ()
+            recs = [int(rec_of[i]) for i in group]
+            fall_ps = b.time_of(fall)
+            for kind, log in events:
+                fall_of[(kind, log.seq)] = fall_ps
+            out.append({"bus": b.cfg.name, "raised_ps": t, "inta_ps": fall_ps,
+                        "inta_release_ps": b.time_of(release) if release < K else -1,
+                        "csr_records": recs, "csr_retries": int(sum(cols["retry"][i] for i in group)),
+                        "first_access_ps": int(S[recs[0]]) if recs else -1,
+                        "packets": [[kind, log.seq] for kind, log in events]})
+    truth["interrupts"] = out
+    cols = truth["packets"].columns
+    for kind in ("tx", "rx"):
+        cols[f"{kind}_inta_ps"] = np.array([fall_of.get((kind, s), -1) for s in cols["seq"]], np.int64)
 
 
 _PACKET_LISTS = ("csr_txns", "tx_dma", "rx_dma", "tx_irq_csr", "rx_irq_csr")

@@ -16,6 +16,9 @@ Top level::
                                 # rate, e.g. 400 MHz for 66 MHz buses) or "state" (one per clock)
     ad = true                   # capture AD/C/BE#/PAR (false = control-only capture)
     gnt = true                  # capture the NIC's REQ#/GNT#
+    inta = false                # capture each bus's INTA# (active low: the NIC asserts it when it
+                                # raises an interrupt, the ICR read of the service routine releases
+                                # it; the truth then lists the interrupts)
 
     [traffic]
     pattern = "stream"          # "stream" (a -> b) or "request_response" (a asks, b answers)
@@ -30,6 +33,7 @@ Top level::
     [link]
     rate_gbps = 1               # 1 or 10
     propagation_us = 0.5        # PHY + cable: frame off a's wire -> in b's receive FIFO
+    probe = true                # capture the link probe's lines (false: the buses only)
     sof = true                  # start-of-frame probe line besides frame-present
     reverse_probe = false       # also probe the b -> a direction (pause frames, answers)
     pause_interval_us = 0       # > 0: b sends a pause frame this often, a stops sending
@@ -59,6 +63,8 @@ Top level::
     csr_gap_clocks = 18         # clocks between the CPU's PIO accesses of one group
     irq_latency_us = 6.0        # interrupt -> first CSR access of the service routine
     retry_gap_clocks = 4        # clocks before the bridge repeats a retried access
+    posted_write_gap_clocks = 0 # > 0: the bridge posts CSR writes: a write follows the access
+                                # before it after this many clocks instead of csr_gap_clocks
     memory_base = 0x1e800000    # descriptor rings and buffers (>= 4 GiB: DMA uses dual address cycles)
 
     [bus.nic]
@@ -66,23 +72,41 @@ Top level::
     devsel = "medium"           # DEVSEL# speed on CSR accesses: fast, medium, slow
     csr_read_waits = 6          # target waits on a CSR read
     csr_write_waits = 0         # target waits on a CSR write
-    csr_retries = 0             # STOP# retries before each CSR access is accepted
+    csr_retries = 0             # STOP# retries (STOP# without data) before each CSR access is accepted
+                                # (seed: "many PCI STOP signals" on the SysKonnect, PRO/1000 XT, i860)
+    csr_retry_path = "both"     # which CSR groups the NIC retries: "both", "send" or "irq"
+    csr_disconnect = false      # pci: the accepted CSR access ends with STOP# and TRDY# (disconnect
+                                # with data) instead of normally
     send_csr_reads = 2          # CSR accesses that start a send
     send_csr_writes = 3
     irq_csr_reads = 2           # CSR accesses of the interrupt service routine
     irq_csr_writes = 2
+    irq_order = "reads_first"   # the routine's accesses: "reads_first", "writes_first" or
+                                # "interleaved" (read, write, read, ...)
+    icr_read = "first"          # where the routine reads ICR among its reads: "first" or "last"
     doorbell_clocks = 8         # last send CSR write -> NIC's REQ#
     desc_bytes = 16             # descriptor fetched per send (0 = none)
+    tx_desc_every = 1           # transmit: fetch the descriptors of up to this many queued sends at once
     rx_desc_every = 4           # receive: fetch this many descriptors at once
+    tx_ring = 0                 # transmit ring slots (0 = unlimited): a send waits for a free slot
+                                # (freed by the frame's status write-back), so sends faster than the
+                                # wire back up in the driver instead of queueing without end
     status_bytes = 16           # descriptor write-back per frame
     dma_gap_clocks = 2          # NIC's REQ# again after a disconnect / between bursts
-    read_command = "mem_read_multiple"   # pci: mem_read, mem_read_line, mem_read_multiple
+    max_burst_bytes = 0         # the NIC ends its own bursts at every multiple of this address
+                                # (0 = never; 256 and 512 as the seed papers' NICs do)
+    latency_timer_clocks = 0    # pci: the NIC's latency timer (0 = off): a burst ends when it
+                                # expires, the arbiter having removed GNT# for a waiting master
+    read_command = "mem_read_multiple"   # pci: mem_read, mem_read_line, mem_read_multiple, or
+                                # "by_length": cache-line-aligned bursts, a partial line with Memory
+                                # Read Line, one line MRL, whole lines Memory Read Multiple
     write_command = "mem_write"          # pci: mem_write or mem_write_invalidate
     max_outstanding = 1         # pcix: split reads in flight
     tx_latency_us = 1.0         # end of the frame's DMA -> frame on the wire
     rx_latency_us = 0.6         # end of the frame on the wire -> receive DMA
-    coalesce_packets = 1        # interrupt after this many frames ...
-    coalesce_us = 0.0           # ... or this long after the first unsignalled one (0 = off)
+    coalesce_packets = 1        # interrupt after this many frames (sent or received) ...
+    coalesce_us = 0.0           # ... or this long after the first unsignalled one (0 = off): an
+                                # absolute timer (seed: 64 x 1.024 us, ~70 us)
 
     [faults]                    # protocol violations (the truth lists the findings they cause)
     parity_errors = 0           # NIC data phases with a wrong PAR
@@ -114,6 +138,10 @@ PCI_READ_COMMANDS = ("mem_read", "mem_read_line", "mem_read_multiple")
 PCI_WRITE_COMMANDS = ("mem_write", "mem_write_invalidate")
 OTHER_COMMANDS = PCI_READ_COMMANDS + PCI_WRITE_COMMANDS + ("io_read", "io_write")
 DEVSEL_CLOCKS = {"fast": 1, "medium": 2, "slow": 3}
+CSR_RETRY_PATHS = ("both", "send", "irq")
+IRQ_ORDERS = ("reads_first", "writes_first", "interleaved")
+MAX_BURSTS = (0, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+MIN_LATENCY_TIMER = 16      # clocks: room for the header, the first data's latency and a few data phases
 MIN_RATE_PER_US = 1e-6       # other masters: one transaction a second on average is the least that is drawn
 
 
@@ -129,6 +157,7 @@ class HostConfig:
     csr_gap_clocks: int = 18
     irq_latency_us: float = 6.0
     retry_gap_clocks: int = 4
+    posted_write_gap_clocks: int = 0
     memory_base: int = 0x1E800000
 
 
@@ -139,15 +168,23 @@ class NicConfig:
     csr_read_waits: int = 6
     csr_write_waits: int = 0
     csr_retries: int = 0
+    csr_retry_path: str = "both"
+    csr_disconnect: bool = False
     send_csr_reads: int = 2
     send_csr_writes: int = 3
     irq_csr_reads: int = 2
     irq_csr_writes: int = 2
+    irq_order: str = "reads_first"
+    icr_read: str = "first"
     doorbell_clocks: int = 8
     desc_bytes: int = 16
+    tx_desc_every: int = 1
     rx_desc_every: int = 4
+    tx_ring: int = 0
     status_bytes: int = 16
     dma_gap_clocks: int = 2
+    max_burst_bytes: int = 0
+    latency_timer_clocks: int = 0
     read_command: str = "mem_read_multiple"
     write_command: str = "mem_write"
     max_outstanding: int = 1
@@ -204,6 +241,7 @@ class TrafficConfig:
 class LinkConfig:
     rate_gbps: float = 1.0
     propagation_us: float = 0.5
+    probe: bool = True
     sof: bool = True
     reverse_probe: bool = False
     pause_interval_us: float = 0.0
@@ -234,6 +272,7 @@ class Scenario:
     mode: str = "timing"
     ad: bool = True
     gnt: bool = True
+    inta: bool = False
     traffic: TrafficConfig = dataclasses.field(default_factory=TrafficConfig)
     link: LinkConfig = dataclasses.field(default_factory=LinkConfig)
     buses: list[BusConfig] = dataclasses.field(default_factory=list)
@@ -331,13 +370,110 @@ def _fill(obj, r: _Reader, specs: dict[str, dict]):
         setattr(obj, f.name, r.get(f.name, getattr(obj, f.name), kind, **spec))
 
 
+def _check_nic(b: BusConfig, nr: _Reader) -> None:
+    """What a NIC's settings need of its bus."""
+    nic = b.nic
+    if b.kind == "pcix":
+        for key, off in (("csr_disconnect", False), ("latency_timer_clocks", 0), ("read_command", None)):
+            v = getattr(nic, key)
+            if (off is None and v == "by_length") or (off is not None and v != off):
+                raise nr.err(key, f"= {v!r} is a conventional PCI setting", 'remove it for kind = "pcix"')
+    if 0 < nic.latency_timer_clocks < MIN_LATENCY_TIMER:
+        raise nr.err("latency_timer_clocks", f"= {nic.latency_timer_clocks} leaves no room for data",
+                     f"use 0 (off) or at least {MIN_LATENCY_TIMER}")
+
+
+def _parse_bus(bt, i: int, path: str | None, names: set) -> BusConfig:
+    """One [[bus]] table (its name not one of ``names``, the buses' before it)."""
+    where = f"bus[{i}]"
+    br = _Reader(bt, where, path)
+    b = BusConfig()
+    _fill(b, br, {
+        "name": {}, "pc": {"choices": ("a", "b")}, "kind": {"choices": ("pci", "pcix")},
+        "width": {"choices": (32, 64)}, "clock_mhz": {"kind": float, "choices": (33.0, 66.0, 100.0, 133.0)},
+        "cache_line": {"choices": (16, 32, 64, 128, 256)},
+        "mmrbc": {"choices": (512, 1024, 2048, 4096)},
+    })
+    if not b.name.isidentifier():
+        raise br.err("name", f"is {b.name!r}", "use letters, digits and _ (it prefixes channel names)")
+    if b.name in names:
+        raise br.err("name", f"{b.name!r} is used by two buses", "give every [[bus]] its own name")
+    names.add(b.name)
+    if b.kind == "pcix" and b.clock_mhz == 33.0:
+        raise br.err("clock_mhz", "= 33 is not a PCI-X mode 1 clock", "use 66, 100 or 133 for kind = \"pcix\"")
+    if b.kind == "pci" and b.clock_mhz > 66.0:
+        raise br.err("clock_mhz", f"= {b.clock_mhz:g} is too fast for conventional PCI",
+                     "use 33 or 66, or kind = \"pcix\"")
+    hr = _Reader(br.sub("host"), f"{where}.host", path)
+    _fill(b.host, hr, {
+        "read_initial_waits": {"lo": 0, "hi": 64}, "read_disconnect_bytes": {"lo": 0},
+        "read_waits_every": {"lo": 0}, "write_initial_waits": {"lo": 0, "hi": 64},
+        "write_disconnect_bytes": {"lo": 0}, "split_latency_clocks": {"lo": 1, "hi": 100000},
+        "completion_adb": {"lo": 0, "hi": 32}, "csr_gap_clocks": {"lo": 1, "hi": 100000},
+        "irq_latency_us": {"lo": 0.0}, "retry_gap_clocks": {"lo": 1, "hi": 10000},
+        "posted_write_gap_clocks": {"lo": 0, "hi": 100000},
+        "memory_base": {"lo": 0, "hi": 2**64 - 2**26},
+    })
+    if b.host.memory_base % 4096:
+        raise hr.err("memory_base", f"= {b.host.memory_base:#x} is not page aligned", "use a multiple of 0x1000")
+    for key in ("read_disconnect_bytes", "write_disconnect_bytes"):
+        v = getattr(b.host, key)
+        if v and v % (b.width // 8):
+            raise hr.err(key, f"= {v} is not a multiple of the bus width ({b.width // 8} bytes)",
+                         f"use a multiple of {b.width // 8}, or 0")
+    hr.finish()
+    nr = _Reader(br.sub("nic"), f"{where}.nic", path)
+    _fill(b.nic, nr, {
+        "bar": {"lo": 0x1000, "hi": 2**32 - 0x20000}, "devsel": {"choices": tuple(DEVSEL_CLOCKS)},
+        "csr_read_waits": {"lo": 0, "hi": 32}, "csr_write_waits": {"lo": 0, "hi": 32},
+        "csr_retries": {"lo": 0, "hi": 64}, "csr_retry_path": {"choices": CSR_RETRY_PATHS},
+        "csr_disconnect": {}, "irq_order": {"choices": IRQ_ORDERS}, "icr_read": {"choices": ("first", "last")},
+        "tx_desc_every": {"lo": 1, "hi": 64}, "tx_ring": {"lo": 0, "hi": 4096},
+        "max_burst_bytes": {"choices": MAX_BURSTS}, "latency_timer_clocks": {"lo": 0, "hi": 255},
+        "send_csr_reads": {"lo": 0, "hi": 256}, "send_csr_writes": {"lo": 1, "hi": 256},
+        "irq_csr_reads": {"lo": 0, "hi": 256}, "irq_csr_writes": {"lo": 0, "hi": 256},
+        "doorbell_clocks": {"lo": 1, "hi": 100000}, "desc_bytes": {"lo": 0, "hi": 4096},
+        "rx_desc_every": {"lo": 1, "hi": 256}, "status_bytes": {"lo": 0, "hi": 4096},
+        "dma_gap_clocks": {"lo": 1, "hi": 10000},
+        "read_command": {"choices": PCI_READ_COMMANDS + ("by_length",)}, "write_command": {"choices": PCI_WRITE_COMMANDS},
+        "max_outstanding": {"lo": 1, "hi": 32}, "tx_latency_us": {"lo": 0.0}, "rx_latency_us": {"lo": 0.0},
+        "coalesce_packets": {"lo": 1, "hi": 100000}, "coalesce_us": {"lo": 0.0},
+    })
+    if b.nic.bar % 0x20000:
+        raise nr.err("bar", f"= {b.nic.bar:#x} is not aligned to the 128 KiB BAR size",
+                     "use a multiple of 0x20000")
+    for key in ("desc_bytes", "status_bytes"):
+        if getattr(b.nic, key) % 4:
+            raise nr.err(key, f"= {getattr(b.nic, key)} is not a multiple of 4", "use whole DWORDs")
+    _check_nic(b, nr)
+    nr.finish()
+    br.used.add("other")
+    others = bt.get("other", [])
+    if not isinstance(others, list):
+        raise br.err("other", "must be an array of tables", "write [[bus.other]] tables")
+    for j, ot in enumerate(others):
+        orr = _Reader(ot, f"{where}.other[{j}]", path)
+        o = OtherConfig()
+        _fill(o, orr, {"rate_per_us": {"lo": 0.0, "hi": 10.0}, "bytes": {"lo": 4, "hi": 4096},
+                       "command": {"choices": OTHER_COMMANDS}, "address": {"lo": 0, "hi": 2**32 - 4096}})
+        if 0 < o.rate_per_us < MIN_RATE_PER_US:     # a mean gap past any capture (1e-320 gave inf)
+            raise orr.err("rate_per_us", f"= {o.rate_per_us:g} is too small to simulate",
+                          f"use 0 for no traffic, or at least {MIN_RATE_PER_US:g}")
+        if o.bytes % 4:
+            raise orr.err("bytes", f"= {o.bytes} is not a multiple of 4", "use whole DWORDs")
+        orr.finish()
+        b.other.append(o)
+    br.finish()
+    return b
+
+
 def parse_scenario(data: dict, path: str | None = None) -> Scenario:
     """Build and check a Scenario from a parsed TOML document."""
     r = _Reader(data, "", path)
     sc = Scenario(path=path)
     _fill(sc, r, {
         "name": {}, "seed": {"lo": 0, "hi": 2**63 - 1}, "duration_us": {"lo": 1.0, "hi": 1e6},
-        "mode": {"choices": ("timing", "state")}, "ad": {}, "gnt": {},
+        "mode": {"choices": ("timing", "state")}, "ad": {}, "gnt": {}, "inta": {},
     })
 
     t = _Reader(r.sub("traffic"), "traffic", path)
@@ -352,7 +488,7 @@ def parse_scenario(data: dict, path: str | None = None) -> Scenario:
     lk = _Reader(r.sub("link"), "link", path)
     _fill(sc.link, lk, {
         "rate_gbps": {"choices": (1.0, 10.0)}, "propagation_us": {"lo": 0.0, "hi": 1e3},
-        "sof": {}, "reverse_probe": {}, "pause_interval_us": {"lo": 0.0},
+        "probe": {}, "sof": {}, "reverse_probe": {}, "pause_interval_us": {"lo": 0.0},
         "pause_us": {"lo": 0.0, "hi": 3355.0}, "loss": {"lo": 0.0, "hi": 1.0}, "gmii": {},
     })
     if sc.link.gmii and (sc.mode != "timing" or sc.link.rate_gbps != 1.0):
@@ -382,81 +518,7 @@ def parse_scenario(data: dict, path: str | None = None) -> Scenario:
                             fix="add at least one [[bus]] with name, pc, kind, width and clock_mhz")
     names = set()
     for i, bt in enumerate(buses):
-        where = f"bus[{i}]"
-        br = _Reader(bt, where, path)
-        b = BusConfig()
-        _fill(b, br, {
-            "name": {}, "pc": {"choices": ("a", "b")}, "kind": {"choices": ("pci", "pcix")},
-            "width": {"choices": (32, 64)}, "clock_mhz": {"kind": float, "choices": (33.0, 66.0, 100.0, 133.0)},
-            "cache_line": {"choices": (16, 32, 64, 128, 256)},
-            "mmrbc": {"choices": (512, 1024, 2048, 4096)},
-        })
-        if not b.name.isidentifier():
-            raise br.err("name", f"is {b.name!r}", "use letters, digits and _ (it prefixes channel names)")
-        if b.name in names:
-            raise br.err("name", f"{b.name!r} is used by two buses", "give every [[bus]] its own name")
-        names.add(b.name)
-        if b.kind == "pcix" and b.clock_mhz == 33.0:
-            raise br.err("clock_mhz", "= 33 is not a PCI-X mode 1 clock", "use 66, 100 or 133 for kind = \"pcix\"")
-        if b.kind == "pci" and b.clock_mhz > 66.0:
-            raise br.err("clock_mhz", f"= {b.clock_mhz:g} is too fast for conventional PCI",
-                         "use 33 or 66, or kind = \"pcix\"")
-        hr = _Reader(br.sub("host"), f"{where}.host", path)
-        _fill(b.host, hr, {
-            "read_initial_waits": {"lo": 0, "hi": 64}, "read_disconnect_bytes": {"lo": 0},
-            "read_waits_every": {"lo": 0}, "write_initial_waits": {"lo": 0, "hi": 64},
-            "write_disconnect_bytes": {"lo": 0}, "split_latency_clocks": {"lo": 1, "hi": 100000},
-            "completion_adb": {"lo": 0, "hi": 32}, "csr_gap_clocks": {"lo": 1, "hi": 100000},
-            "irq_latency_us": {"lo": 0.0}, "retry_gap_clocks": {"lo": 1, "hi": 10000},
-            "memory_base": {"lo": 0, "hi": 2**64 - 2**26},
-        })
-        if b.host.memory_base % 4096:
-            raise hr.err("memory_base", f"= {b.host.memory_base:#x} is not page aligned", "use a multiple of 0x1000")
-        for key in ("read_disconnect_bytes", "write_disconnect_bytes"):
-            v = getattr(b.host, key)
-            if v and v % (b.width // 8):
-                raise hr.err(key, f"= {v} is not a multiple of the bus width ({b.width // 8} bytes)",
-                             f"use a multiple of {b.width // 8}, or 0")
-        hr.finish()
-        nr = _Reader(br.sub("nic"), f"{where}.nic", path)
-        _fill(b.nic, nr, {
-            "bar": {"lo": 0x1000, "hi": 2**32 - 0x20000}, "devsel": {"choices": tuple(DEVSEL_CLOCKS)},
-            "csr_read_waits": {"lo": 0, "hi": 32}, "csr_write_waits": {"lo": 0, "hi": 32},
-            "csr_retries": {"lo": 0, "hi": 64},
-            "send_csr_reads": {"lo": 0, "hi": 256}, "send_csr_writes": {"lo": 1, "hi": 256},
-            "irq_csr_reads": {"lo": 0, "hi": 256}, "irq_csr_writes": {"lo": 0, "hi": 256},
-            "doorbell_clocks": {"lo": 1, "hi": 100000}, "desc_bytes": {"lo": 0, "hi": 4096},
-            "rx_desc_every": {"lo": 1, "hi": 256}, "status_bytes": {"lo": 0, "hi": 4096},
-            "dma_gap_clocks": {"lo": 1, "hi": 10000},
-            "read_command": {"choices": PCI_READ_COMMANDS}, "write_command": {"choices": PCI_WRITE_COMMANDS},
-            "max_outstanding": {"lo": 1, "hi": 32}, "tx_latency_us": {"lo": 0.0}, "rx_latency_us": {"lo": 0.0},
-            "coalesce_packets": {"lo": 1, "hi": 100000}, "coalesce_us": {"lo": 0.0},
-        })
-        if b.nic.bar % 0x20000:
-            raise nr.err("bar", f"= {b.nic.bar:#x} is not aligned to the 128 KiB BAR size",
-                         "use a multiple of 0x20000")
-        for key in ("desc_bytes", "status_bytes"):
-            if getattr(b.nic, key) % 4:
-                raise nr.err(key, f"= {getattr(b.nic, key)} is not a multiple of 4", "use whole DWORDs")
-        nr.finish()
-        br.used.add("other")
-        others = bt.get("other", [])
-        if not isinstance(others, list):
-            raise br.err("other", "must be an array of tables", "write [[bus.other]] tables")
-        for j, ot in enumerate(others):
-            orr = _Reader(ot, f"{where}.other[{j}]", path)
-            o = OtherConfig()
-            _fill(o, orr, {"rate_per_us": {"lo": 0.0, "hi": 10.0}, "bytes": {"lo": 4, "hi": 4096},
-                           "command": {"choices": OTHER_COMMANDS}, "address": {"lo": 0, "hi": 2**32 - 4096}})
-            if 0 < o.rate_per_us < MIN_RATE_PER_US:     # a mean gap past any capture (1e-320 gave inf)
-                raise orr.err("rate_per_us", f"= {o.rate_per_us:g} is too small to simulate",
-                              f"use 0 for no traffic, or at least {MIN_RATE_PER_US:g}")
-            if o.bytes % 4:
-                raise orr.err("bytes", f"= {o.bytes} is not a multiple of 4", "use whole DWORDs")
-            orr.finish()
-            b.other.append(o)
-        br.finish()
-        sc.buses.append(b)
+        sc.buses.append(_parse_bus(bt, i, path, names))
     r.finish()
     if sc.mode == "state" and len({b.period_ps for b in sc.buses}) > 1:
         raise PcitraceError("state mode needs one clock for all buses, the scenario has "

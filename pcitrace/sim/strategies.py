@@ -12,6 +12,11 @@ split responses followed by their split completions, fast back-to-back, several 
 ``faulty_activity`` adds faults (glitches, TRDY#/STOP# without DEVSEL#, IRDY# outside a
 transaction, C/BE# changing in a wait, excessive initial latency, parity errors, DEVSEL# after the
 subtractive decode slot) and says which findings they must cause.
+
+Whole scenarios: ``nic_family_scenarios`` draws NICs of the family (issue 17: NIC-ended bursts,
+retried CSR accesses, routine shapes, descriptor batching, a limited transmit ring, coalescence,
+INTA#, other masters) on PCI 33/66 MHz 32/64-bit and PCI-X 133, with and without AD/C/BE#, the
+probe and INTA#; ``family_scenario(n)`` gives scenario n of a fixed seed set from the same table.
 """
 
 from __future__ import annotations
@@ -373,3 +378,103 @@ def _inject(draw, rb: RenderedBus, k: str, t: int, mode: str, per_clock: list, g
     elif k == "glitch":
         line = draw(st.sampled_from(["frame_n", "irdy_n", "trdy_n", "devsel_n", "stop_n"]))
         glitches.append((rb.bus, line, draw(st.integers(A, E))))
+
+
+# -- the NIC family: whole scenarios ------------------------------------------------------
+
+# The buses a family scenario runs on (kind, width, clock MHz): conventional PCI 32/64-bit at
+# 33/66 MHz and PCI-X 64-bit at 133 MHz.
+FAMILY_BUSES = (("pci", 32, 33), ("pci", 64, 33), ("pci", 32, 66), ("pci", 64, 66), ("pcix", 64, 133))
+# Every NIC setting a family scenario draws, with its choices: the seed papers' values among them
+# (PRO/1000 and SysKonnect: 256 / 512-byte bursts, many STOP# retries on the CSRs, coalescence
+# 64 x 1.024 us). Settings only conventional PCI has come from FAMILY_PCI_NIC.
+FAMILY_NIC = {
+    "max_burst_bytes": (0, 0, 128, 256, 512),
+    "csr_retries": (0, 0, 1, 3, 8),
+    "csr_retry_path": ("both", "send", "irq"),
+    "send_csr_reads": (0, 1, 2),
+    "send_csr_writes": (1, 2, 3),
+    "irq_csr_reads": (0, 1, 2, 4),
+    "irq_csr_writes": (0, 1, 2),
+    "irq_order": ("reads_first", "writes_first", "interleaved"),
+    "icr_read": ("first", "last"),
+    "tx_desc_every": (1, 1, 4),
+    "rx_desc_every": (1, 4, 8),
+    "tx_ring": (0, 4, 16),
+    "coalesce_packets": (1, 1, 4),
+    "coalesce_us": (0.0, 0.0, 20.0, 65.536),
+    "desc_bytes": (16, 16, 0),
+    "status_bytes": (16, 16, 4, 0),
+}
+FAMILY_PCI_NIC = {
+    "latency_timer_clocks": (0, 0, 32, 64),
+    "read_command": ("mem_read_multiple", "mem_read_line", "by_length"),
+    "write_command": ("mem_write", "mem_write_invalidate"),
+    "csr_disconnect": (False, False, True),
+}
+FAMILY_HOST = {
+    "posted_write_gap_clocks": (0, 0, 2),
+    "csr_gap_clocks": (6, 18),
+    "irq_latency_us": (2.0, 6.0),
+    "read_initial_waits": (2, 9),
+}
+FAMILY_TRAFFIC = {
+    "frame_bytes": (64, 512, 1000, 1400, 1472),
+    "spacing_us": (4.0, 11.0, 20.0),
+    "pattern": ("stream", "stream", "request_response"),
+}
+FAMILY_TOP = {
+    "duration_us": (40.0, 80.0, 150.0, 300.0),
+    "mode": ("state", "timing"),
+    "ad": (True, False),
+    "gnt": (True, False),
+    "inta": (True, False),
+    "probe": (True, False),
+    "other": (False, True),
+}
+FAMILY_SEED = 17          # family_scenario(n)'s seed set: the draws of Generator([FAMILY_SEED, n])
+
+
+def family_scenario_dict(pick) -> dict:
+    """A scenario (as a dict for scenario_from_dict) of the NIC family, each setting taken by
+    ``pick(name, choices)``: the same draws for hypothesis and for a plain seeded generator."""
+    top = {k: pick(k, v) for k, v in FAMILY_TOP.items()}
+    kind, width, mhz = pick("bus", FAMILY_BUSES)
+    nic = {k: pick(k, v) for k, v in FAMILY_NIC.items()}
+    if kind == "pci":
+        nic.update({k: pick(k, v) for k, v in FAMILY_PCI_NIC.items()})
+    host = {k: pick(k, v) for k, v in FAMILY_HOST.items()}
+    traffic = {k: pick(k, v) for k, v in FAMILY_TRAFFIC.items()}
+    traffic["response_bytes"] = traffic["frame_bytes"]
+    buses = []
+    for name, pc in (("send", "a"), ("recv", "b")):
+        bus = {"name": name, "pc": pc, "kind": kind, "width": width, "clock_mhz": mhz,
+               "nic": dict(nic), "host": dict(host)}
+        if top["other"]:
+            bus["other"] = [{"rate_per_us": 0.05, "bytes": 128, "command": "mem_write"}]
+        buses.append(bus)
+    return {"name": "family", "seed": pick("seed", range(1 << 16)), "duration_us": top["duration_us"],
+            "mode": top["mode"], "ad": top["ad"], "gnt": top["gnt"], "inta": top["inta"],
+            "traffic": traffic, "link": {"probe": top["probe"], "rate_gbps": 10 if kind == "pcix" else 1},
+            "bus": buses}
+
+
+def family_scenario(n: int):
+    """Scenario ``n`` of the NIC family's fixed seed set (for a bench or CI loop without
+    hypothesis): the same n gives the same scenario."""
+    from pcitrace.sim.scenario import scenario_from_dict
+
+    rng = np.random.default_rng([FAMILY_SEED, n])
+    sc = scenario_from_dict(family_scenario_dict(lambda _name, choices: choices[int(rng.integers(len(choices)))]))
+    sc.name = f"family_{n}"
+    return sc
+
+
+@st.composite
+def nic_family_scenarios(draw):
+    """A random scenario of the NIC family (:func:`family_scenario_dict`): PCI 33/66 MHz 32/64-bit
+    or PCI-X 133, with and without AD/C/BE#, the link probe, INTA#, GNT#, other masters; tens to
+    a few hundred microseconds, so that hundreds simulate in a test."""
+    from pcitrace.sim.scenario import scenario_from_dict
+
+    return scenario_from_dict(family_scenario_dict(lambda _name, choices: draw(st.sampled_from(choices))))

@@ -192,3 +192,152 @@ def test_granted_rows_and_their_txn_objects_hold_the_same_transactions(p):
         for req, row in zip(rows.reqs, rows.rows):
             assert again.grant(row, again.time_of(req)) != NEVER
         assert again.txn_rows.starts == rows.starts and again.txn_rows.reqs == rows.reqs
+
+
+# -- the NIC family's behaviours (scenario keys of issue 17) -----------------------------------
+
+def _family(nic=None, host=None, traffic=None, **top):
+    """A state-mode simulation of two 64-bit/66 MHz buses with the send bus's NIC and host set."""
+    from pcitrace.sim.scenario import scenario_from_dict, simulate
+
+    buses = [{"name": "send", "pc": "a", "nic": dict(nic or {}), "host": dict(host or {})},
+             {"name": "recv", "pc": "b"}]
+    d = {"duration_us": 200, "mode": "state", "bus": buses, "traffic": dict(traffic or {})}
+    d.update(top)
+    return simulate(scenario_from_dict(d)).truth
+
+
+def _on(t, bus, *purposes):
+    return [r for r in t["records"] if r["bus"] == bus and r["purpose"] in purposes]
+
+
+@pytest.mark.parametrize("command", ["mem_read_multiple", "by_length"])
+@pytest.mark.parametrize("max_burst", [256, 512])
+def test_the_nic_ends_its_bursts_at_max_burst_bytes(max_burst, command):
+    t = _family({"max_burst_bytes": max_burst, "read_command": command})
+    data = _on(t, "send", "data_read")
+    assert data and max(r["bytes"] for r in data) == max_burst
+    assert all(r["address"] // max_burst == (r["address"] + r["bytes"] - 1) // max_burst for r in data)
+    recs = t["records"]
+    done = [p for p in t["packets"] if p["wire_start_ps"] >= 0]
+    assert done
+    for p in done:
+        bursts = [recs[i] for i in p["tx_dma_records"] if recs[i]["purpose"] == "data_read"]
+        # one packet, all its bursts: they add up to its frame (without CRC)
+        assert len(bursts) == p["tx_data_bursts"] >= (p["frame_bytes"] - 4) // max_burst
+        assert sum(r["bytes"] for r in bursts) == p["tx_bytes"] == p["frame_bytes"] - 4
+
+
+def test_by_length_reads_whole_cache_lines_with_line_commands():
+    t = _family({"read_command": "by_length", "desc_bytes": 0}, traffic={"frame_bytes": 1000})
+    data = _on(t, "send", "data_read")
+    cmds = {r["command"] for r in data}
+    assert cmds <= {"mem_read", "mem_read_line", "mem_read_multiple"} and "mem_read_multiple" in cmds
+    for r in data:
+        if r["command"] == "mem_read_multiple":
+            assert r["address"] % 64 == 0 and r["bytes"] % 64 == 0 and r["bytes"] >= 128
+        elif r["command"] == "mem_read_line":
+            assert r["address"] // 64 == (r["address"] + r["bytes"] - 1) // 64
+        else:
+            assert r["address"] % 64 == 0 and r["bytes"] < 64
+
+
+@pytest.mark.parametrize("waits_every", [0, 3])
+def test_the_latency_timer_ends_long_bursts(waits_every):
+    t = _family({"latency_timer_clocks": 32}, {"read_waits_every": waits_every, "read_disconnect_bytes": 0})
+    data = _on(t, "send", "data_read")
+    assert max(r["clocks"] for r in data) == 32       # (a 1442-byte frame would take 190 clocks)
+    assert len({r["bytes"] for r in data}) >= 2
+
+
+@pytest.mark.parametrize("path", ["both", "send", "irq"])
+def test_retried_csr_accesses_on_the_chosen_paths(path):
+    t = _family({"csr_retries": 3, "csr_retry_path": path})
+    recs = t["records"]
+    for p in t["packets"]:
+        for key, on in (("csr_records", path in ("both", "send")), ("tx_irq_csr_records", path in ("both", "irq"))):
+            group = [recs[i] for i in p[key]]
+            if not group or p["csr_end_ps"] < 0:
+                continue
+            done = [r for r in group if r["termination"] != "retry"]
+            retried = [r for r in group if r["termination"] == "retry"]
+            assert len(retried) == (3 * len(done) if on else 0)
+            if on:      # each access's retries come first, on its address
+                for k, r in enumerate(done):
+                    assert [x["address"] for x in group[4 * k:4 * k + 4]] == [r["address"]] * 4
+
+
+def test_csr_disconnect_ends_every_accepted_access_with_stop():
+    t = _family({"csr_disconnect": True, "csr_retries": 1})
+    csr = _on(t, "send", "csr_read", "csr_write")
+    assert {r["termination"] for r in csr} == {"retry", "disconnect_with_data"}
+    assert all(r["bytes"] == 4 for r in csr if r["termination"] == "disconnect_with_data")
+
+
+def test_posted_writes_follow_closely():
+    t = _family({"send_csr_reads": 1, "send_csr_writes": 3}, {"posted_write_gap_clocks": 2, "csr_gap_clocks": 18})
+    recs = t["records"]
+    period = t["buses"]["send"]["period_ps"]
+    p = t["packets"][3]
+    group = [recs[i] for i in p["csr_records"]]
+    gaps = [(b["start_ps"] - a["end_ps"]) // period for a, b in zip(group, group[1:])]
+    # read -> write: the CPU waited for the read; write -> next: posted (each plus the clocks from
+    # the end of the access to the next address phase: idle, REQ#, GNT#)
+    assert gaps == [18 + 3, 2 + 3, 2 + 3]
+
+
+def test_the_interrupt_routine_has_the_shape_asked_for():
+    from pcitrace.sim.model import IRQ_CSR_READS
+
+    t = _family({"irq_csr_reads": 3, "irq_csr_writes": 2, "irq_order": "interleaved", "icr_read": "last"})
+    recs = t["records"]
+    bar = t["buses"]["send"]["bar"][0]
+    groups = [[recs[i] for i in p["tx_irq_csr_records"]] for p in t["packets"] if p["tx_irq_csr_records"]]
+    assert groups
+    for g in groups:
+        assert [r["purpose"] for r in g] == ["csr_read", "csr_write", "csr_read", "csr_write", "csr_read"]
+        assert g[-1]["address"] == bar + IRQ_CSR_READS[0]          # ICR read last
+
+
+def test_csr_sequence_orders():
+    from pcitrace.sim.model import IRQ_CSR_READS as R, IRQ_CSR_WRITES as W, csr_sequence
+    from pcitrace.sim.scenario import NicConfig
+
+    nic = NicConfig(irq_csr_reads=2, irq_csr_writes=3, irq_order="writes_first", icr_read="first")
+    assert csr_sequence(nic, "irq") == [(True, W[0]), (True, W[1]), (True, W[2]), (False, R[0]), (False, R[1])]
+    nic.irq_order, nic.icr_read = "interleaved", "last"
+    assert csr_sequence(nic, "irq") == [(False, R[1]), (True, W[0]), (False, R[0]), (True, W[1]), (True, W[2])]
+    nic.irq_order = "reads_first"
+    assert csr_sequence(nic, "send")[:2] == [(False, 0x0008), (False, 0x3810)]     # a send: always reads first
+
+
+def test_a_full_transmit_ring_delays_sends():
+    fast = {"spacing_us": 4.0, "jitter_us": 0.0}          # a send every 4 us, 12 us on the wire each
+    free = _family({}, traffic=fast)
+    ring = _family({"tx_ring": 4}, traffic=fast)
+    recs = ring["records"]
+
+    def in_flight(t, p):
+        return p["csr_start_ps"] >= 0 and p["csr_start_ps"] <= t and (
+            not p["tx_dma_records"] or recs[p["tx_dma_records"][-1]]["purpose"] != "status_write"
+            or recs[p["tx_dma_records"][-1]]["end_ps"] > t)
+
+    sent = [p for p in ring["packets"] if p["csr_start_ps"] >= 0]
+    # at most four sends between their CSR group and their status write-back
+    assert max(sum(in_flight(p["csr_start_ps"], q) for q in sent) for p in sent) == 4
+
+    def late(t):
+        """How far behind its schedule (a send every 4 us from 2 us) the application fell."""
+        return max(p["app_send_ps"] - (2 + 4 * p["seq"]) * 1e6 for p in t["packets"])
+    # the application waits for free slots: it falls behind by the wire's pace; without a ring
+    # it never does (the frames pile up in the NIC's queue instead)
+    assert late(ring) > 50e6 and len(ring["packets"]) < 0.5 * len(free["packets"])
+    assert late(free) < 1e6
+
+
+def test_transmit_descriptors_are_fetched_in_batches():
+    t = _family({"tx_ring": 8, "tx_desc_every": 4}, traffic={"spacing_us": 2.0, "jitter_us": 0.0})
+    fetches = _on(t, "send", "desc_fetch")
+    assert max(r["bytes"] for r in fetches) > 16 and all(r["bytes"] % 16 == 0 and r["bytes"] <= 64 for r in fetches)
+    # every packet that went out was in one fetch
+    assert sum(r["bytes"] // 16 for r in fetches) >= sum(1 for p in t["packets"] if p["wire_start_ps"] >= 0)

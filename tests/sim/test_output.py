@@ -483,3 +483,69 @@ def test_spreader_shows_each_sample_its_clock(K, n, h, more):
     v = np.arange(K, dtype=np.uint8) + 1
     s = np.arange(nsamples)
     np.testing.assert_array_equal(_spreader(K, n, h, nsamples)(v), v[np.clip((s - h) // n + 1, 0, K - 1)])
+
+
+def _clock(truth, bus, t_ps):
+    b = truth["buses"][bus]
+    return (t_ps - b["first_clock_ps"]) // b["period_ps"]
+
+
+@pytest.mark.parametrize("order, icr", [("reads_first", "first"), ("writes_first", "last")])
+def test_inta_falls_before_the_routine_and_rises_after_its_icr_read(order, icr):
+    nic = {"csr_retries": 2, "irq_order": order, "icr_read": icr, "irq_csr_reads": 2}
+    r = sim(mode="state", inta=True, duration_us=200,
+            bus=[{"name": "send", "pc": "a", "nic": nic}, {"name": "recv", "pc": "b", "nic": nic}])
+    t = r.truth
+    assert r.profile.bus("send").signals["inta_n"] == "send.INTA#"
+    lines = r.capture.read()
+    recs = t["records"]
+    irqs = [i for i in t["interrupts"] if i["inta_release_ps"] > 0]
+    assert len(irqs) >= 10 and {i["bus"] for i in irqs} == {"send", "recv"}
+    for k, irq in enumerate(irqs):
+        inta = lines[f"{irq['bus']}.INTA#"]
+        fall, first = _clock(t, irq["bus"], irq["inta_ps"]), _clock(t, irq["bus"], irq["first_access_ps"])
+        release = _clock(t, irq["bus"], irq["inta_release_ps"])
+        assert fall <= _clock(t, irq["bus"], irq["raised_ps"]) < first < release
+        assert fall == 0 or inta[fall - 1] == 1
+        assert not inta[fall:release].any()               # asserted (low) from the fall to the release
+        icr = [recs[i] for i in irq["csr_records"] if recs[i]["termination"] != "retry"
+               and recs[i]["address"] == t["buses"][irq["bus"]]["bar"][0] + 0xC0]
+        assert _clock(t, irq["bus"], icr[0]["end_ps"]) + 1 == release
+        later = [j for j in t["interrupts"] if j["bus"] == irq["bus"] and irq["raised_ps"] < j["raised_ps"]]
+        if not later or _clock(t, irq["bus"], later[0]["raised_ps"]) > release:
+            assert inta[release] == 1                     # released: nothing else pending
+        assert irq["csr_retries"] == 2 * sum(recs[i]["termination"] != "retry" for i in irq["csr_records"])
+    # the packets know the INTA# fall of the interrupt that reports them
+    falls = {(kind, seq): i["inta_ps"] for i in t["interrupts"] for kind, seq in i["packets"]}
+    reported = [p for p in t["packets"] if p["tx_inta_ps"] >= 0]
+    assert reported and all(p["tx_inta_ps"] == falls[("tx", p["seq"])] for p in reported)
+    res = decode_capture(r.capture, r.profile)
+    assert diff_records(truth_records(t), res.records, ignore=("data_index",)) == []
+
+
+def test_without_inta_no_line_and_no_interrupts():
+    t = sim(mode="state").truth
+    assert "interrupts" not in t and "tx_inta_ps" not in t["packets"][0]
+
+
+def test_retried_csr_accesses_show_stop_without_trdy_before_the_access():
+    r = sim(mode="state", bus=[{"name": "send", "pc": "a", "nic": {"csr_retries": 3, "csr_retry_path": "send"}},
+                               {"name": "recv", "pc": "b"}])
+    t = r.truth
+    lines = r.capture.read()
+    send = [x for x in t["records"] if x["bus"] == "send"]
+    retries = [k for k, x in enumerate(send) if x["termination"] == "retry"]
+    assert retries and all(send[k]["purpose"] in ("csr_read", "csr_write") for k in retries)
+    for k in retries:
+        a, z = _clock(t, "send", send[k]["start_ps"]), _clock(t, "send", send[k]["end_ps"])
+        assert not lines["send.STOP#"][a:z + 1].all() and lines["send.TRDY#"][a:z + 1].all()
+        # the CPU's access completes after its retries, at the same address (the NIC's DMA may
+        # take the bus in between)
+        done = next(x for x in send[k + 1:] if x["termination"] != "retry" and x["master"] == "host")
+        assert done["address"] == send[k]["address"] and done["data_phases"] == 1
+
+
+def test_a_capture_without_the_probe():
+    r = sim(mode="state", link={"probe": False})
+    assert not r.profile.probe_buses and not any("FRAME_PRESENT" in c for c in r.capture.channel_names)
+    assert r.truth["frames"] and not any(f["probed"] for f in r.truth["frames"])

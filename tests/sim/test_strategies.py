@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from pcitrace.capture.clocked import bus_clocks
 from pcitrace.decode.records import WORD_DTYPE, diff_records
-from pcitrace.sim.strategies import FAULT_KINDS, bus_activity, captures_with_truth, faulty_activity
+from pcitrace.sim.strategies import (FAULT_KINDS, bus_activity, captures_with_truth, faulty_activity,
+                                     nic_family_scenarios)
 
 from .test_bus import check_pci_rules, oracle_decode
 
@@ -200,3 +201,58 @@ def test_glitches_are_between_edges(fc):
 def test_pcix_64bit_faults_decode_to_their_truth(fc):
     assert_capture_decodes_to_truth(fc.truth)
     assert {k for k, _ in fc.faults} == {"parity_error", "trdy_without_devsel"}
+
+
+# -- the NIC family -------------------------------------------------------------------------
+
+FAMILY_DECODED = 30
+
+
+@pytest.mark.parametrize("n", range(FAMILY_DECODED))
+def test_family_scenarios_decode_to_their_truth(n):
+    from pcitrace.decode import decode_capture
+    from pcitrace.decode.records import records_from_dicts
+    from pcitrace.sim.scenario import simulate
+    from pcitrace.sim.strategies import family_scenario
+
+    r = simulate(family_scenario(n))
+    res = decode_capture(r.capture, r.profile)
+    assert len(r.truth["records"]) > 20
+    assert diff_records(records_from_dicts(r.truth["records"]), res.records, ignore=("data_index",)) == []
+
+
+def test_family_scenario_is_a_fixed_set():
+    from pcitrace.sim.strategies import family_scenario
+
+    assert family_scenario(3).to_dict() == family_scenario(3).to_dict() != family_scenario(4).to_dict()
+    drawn = [family_scenario(n) for n in range(60)]
+    # the set covers the family's corners
+    assert {(s.buses[0].kind, s.buses[0].width, s.buses[0].clock_mhz) for s in drawn} == {
+        ("pci", 32, 33), ("pci", 64, 33), ("pci", 32, 66), ("pci", 64, 66), ("pcix", 64, 133)}
+    for key in ("ad", "inta", "gnt"):
+        assert {getattr(s, key) for s in drawn} == {True, False}
+    assert {s.link.probe for s in drawn} == {True, False}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(sc=nic_family_scenarios())
+def test_nic_family_scenarios_keep_each_packet_whole(sc):
+    from pcitrace.sim.scenario import simulate
+
+    t = simulate(sc).truth
+    recs = t["records"]
+    assert sc.duration_us <= 300
+    for p in t["packets"]:
+        if p["wire_start_ps"] < 0:
+            continue
+        bursts = [recs[i] for i in p["tx_dma_records"] if recs[i]["purpose"] in ("data_read", "data_completion")
+                  and recs[i]["bytes"]]
+        assert len(bursts) == p["tx_data_bursts"] and p["tx_bytes"] == p["frame_bytes"] - 4
+        if not sc.ad:                       # (a record without C/BE# counts whole data phases)
+            continue
+        assert sum(r["bytes"] for r in bursts) == p["tx_bytes"]       # one packet, all its bursts
+        mb = sc.buses[0].nic.max_burst_bytes
+        if mb and sc.buses[0].kind == "pci":
+            assert all(r["bytes"] <= mb for r in bursts)
+    if sc.inta:
+        assert all(i["inta_ps"] <= i["raised_ps"] + t["buses"][i["bus"]]["period_ps"] for i in t["interrupts"])
