@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DEFAULT = ROOT.parent / "shared" / "conformance" / "opencores-pci" / "pci_bus.vcd.gz"
+DEFAULT = ROOT / "tests" / "data" / "conformance" / "opencores-pci" / "pci_bus.vcd.gz"
 TARGET = 2.0
 
 
