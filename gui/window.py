@@ -103,6 +103,7 @@ class MeasurePanel(QtWidgets.QTableWidget):
         self.setRowCount(len(rows))
         for i, (k, v) in enumerate(rows):
             a = QtWidgets.QTableWidgetItem(k)
+            a.setToolTip(k.strip())
             b = QtWidgets.QTableWidgetItem(v)
             if not v:
                 f = a.font()
@@ -110,7 +111,9 @@ class MeasurePanel(QtWidgets.QTableWidget):
                 a.setFont(f)
             self.setItem(i, 0, a)
             self.setItem(i, 1, b)
+        # the labels fit, but never push the values out of a narrow dock (the full label is the tooltip)
         self.resizeColumnToContents(0)
+        self.setColumnWidth(0, min(self.columnWidth(0), int(self.viewport().width() * 0.6)))
 
 
 def measure(doc, a_ps: float | None, b_ps: float | None) -> list[tuple[str, str]]:
@@ -154,7 +157,7 @@ def packet_rows(doc, bus: str, t0: float, t1: float) -> list[tuple[str, str]]:
         dist = Distribution.of(pk[fig.field], fig.scale)      # as the report summarises it
         if dist.count:
             unit = f" {fig.unit}" if fig.unit else ""
-            rows.append((f"  {fig.label} (median)", f"{dist.median:.4g}{unit}"))
+            rows.append((f"  {fig.heading} (median)", f"{dist.median:.4g}{unit}"))
     return rows
 
 

@@ -151,7 +151,7 @@ def test_cursors_by_click_and_measurements(qtbot, window, sample):
     assert vals["send/packets (data DMA starts)"] == str(len(inside)) and len(inside) > 0
     fig = metrics.FIGURES["data_dma_us"]
     want = Distribution.of(inside[fig.field], fig.scale).median
-    assert vals[f"send/{fig.label} (median)"] == f"{want:.4g} µs"
+    assert vals[f"send/{fig.heading} (median)"] == f"{want:.4g} µs"
     # zoom to cursors
     _focus(qtbot, window)
     qtbot.keyClick(tl.plot, QtCore.Qt.Key_Z)
