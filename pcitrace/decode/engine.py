@@ -340,14 +340,8 @@ class _Chunk(NamedTuple):
     code: np.ndarray                # control code per clock
     runs: _Runs
     pcix: bool
-
-    @property
-    def ad(self) -> np.ndarray | None:
-        return self.buf.get("ad")
-
-    @property
-    def cbe(self) -> np.ndarray | None:
-        return self.buf.get("cbe_n")
+    ad: np.ndarray | None           # buf's AD and C/BE# (None when not captured)
+    cbe: np.ndarray | None
 
 
 class _Txns(NamedTuple):
@@ -466,7 +460,7 @@ def decode_clocks(sig: Mapping[str, np.ndarray], times_ps: np.ndarray | SampleTi
 
     p0 = 1 if prior.context else 0
     code = _control_code(buf)
-    ck = _Chunk(buf, times, n, p0, code, _Runs(code, p0), mode == "pcix")
+    ck = _Chunk(buf, times, n, p0, code, _Runs(code, p0), mode == "pcix", buf.get("ad"), buf.get("cbe_n"))
     tx = _transactions(ck, final, prior.ctx_busy)
     hd = _header(ck, tx)
     dv = _devsel(ck, tx, hd, width)

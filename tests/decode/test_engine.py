@@ -459,7 +459,7 @@ def stages(spec, ad=None, cbe=None, *, final=True, pcix=False, extra=""):
     from pcitrace.decode import engine as E
     sig, t = clocks(spec, ad, cbe, extra=extra, period_ps=P)
     code = E._control_code(sig)
-    ck = E._Chunk(sig, t, len(t), 0, code, E._Runs(code, 0), pcix)
+    ck = E._Chunk(sig, t, len(t), 0, code, E._Runs(code, 0), pcix, sig.get("ad"), sig.get("cbe_n"))
     tx = E._transactions(ck, final, False)
     hd = E._header(ck, tx)
     dv = E._devsel(ck, tx, hd, 32)
@@ -550,7 +550,7 @@ def test_bad_parity_checks_par_on_the_next_clock():
     sig, t = clocks(["", "F", "FITD", ""], ad, cbe)
     sig["par"] = par
     code = E._control_code(sig)
-    ck = E._Chunk(sig, t, 4, 0, code, E._Runs(code, 0), False)
+    ck = E._Chunk(sig, t, 4, 0, code, E._Runs(code, 0), False, sig["ad"], sig["cbe_n"])
     assert E._bad_parity(ck, np.arange(4)).tolist() == [False, False, True, False]
 
 
