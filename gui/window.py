@@ -19,6 +19,7 @@ from PyQt5 import QtCore, QtGui, QtWidgets
 from pcitrace.analyse import metrics
 from pcitrace.analyse.stats import Distribution
 from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.formats import dialog_filter
 from pcitrace.errors import PcitraceError
 from pcitrace.gui import document as D
 from pcitrace.gui.document import Cancelled, Document, session_path_for
@@ -396,7 +397,7 @@ class MainWindow(QtWidgets.QMainWindow):
     # -- opening ---------------------------------------------------------------------------
     def choose_capture(self):
         path, _ = QtWidgets.QFileDialog.getOpenFileName(
-            self, "Open capture", "", "Captures (*.sr *.vcd *.vcd.gz);;All files (*)")
+            self, "Open capture", "", f"{dialog_filter()};;All files (*)")
         if path:
             self.open_path(path)
 

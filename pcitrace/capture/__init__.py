@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pcitrace.capture.formats import FORMATS, SUFFIXES, format_of  # noqa: F401
 from pcitrace.capture.model import (DEFAULT_CHUNK, Capture, ChannelInfo, Chunk,  # noqa: F401
                                     TimeBase)
 from pcitrace.capture.sr import read_sr, write_sr  # noqa: F401
@@ -19,14 +20,12 @@ __all__ = ["Capture", "ChannelInfo", "Chunk", "TimeBase", "DEFAULT_CHUNK", "open
 
 
 def capture_format(path) -> str:
-    """'sr' or 'vcd' from the file name (.sr, .vcd, .vcd.gz)."""
-    name = Path(path).name.lower()
-    if name.endswith(".sr"):
-        return "sr"
-    if name.endswith(".vcd") or name.endswith(".vcd.gz"):
-        return "vcd"
-    raise PcitraceError("unknown capture format (expected .sr, .vcd or .vcd.gz)", path=path,
-                        fix="rename the file with the extension of its format")
+    """'sr' or 'vcd' from the file name (capture.formats.FORMATS)."""
+    fmt = format_of(path)
+    if fmt is None:
+        raise PcitraceError(f"unknown capture format (expected {', '.join(SUFFIXES)})", path=path,
+                            fix="rename the file with the extension of its format")
+    return fmt
 
 
 def open_capture(path: str | os.PathLike) -> Capture:

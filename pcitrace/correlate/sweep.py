@@ -14,12 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.formats import SUFFIXES, format_of, stem
 from pcitrace.correlate.correlate import CapturePackets
 from pcitrace.correlate.runlog import RunLog
 from pcitrace.errors import PcitraceError
-
-CAPTURE_SUFFIXES = (".sr", ".vcd", ".vcd.gz")
-
 
 @dataclass
 class SweepRow:
@@ -59,21 +57,16 @@ def find_captures(directory: str | Path) -> list[Path]:
     d = Path(directory)
     if not d.is_dir():
         raise PcitraceError("is not a directory", path=d, fix="give the directory holding the sweep's captures")
-    caps = sorted(p for p in d.iterdir() if p.is_file() and p.name.endswith(CAPTURE_SUFFIXES))
+    caps = sorted(p for p in d.iterdir() if p.is_file() and format_of(p) is not None)
     if not caps:
-        raise PcitraceError("holds no captures (.sr, .vcd, .vcd.gz)", path=d,
+        raise PcitraceError(f"holds no captures ({', '.join(SUFFIXES)})", path=d,
                             fix="put one capture per packet spacing in the directory")
     return caps
 
 
 def _scenario_spacing(capture: Path) -> float | None:
     """traffic.spacing_us of NAME.scenario.toml beside NAME.sr (simulator outputs and samples)."""
-    name = capture.name
-    for suf in CAPTURE_SUFFIXES:
-        if name.endswith(suf):
-            name = name[: -len(suf)]
-            break
-    sc = capture.with_name(name + ".scenario.toml")
+    sc = capture.with_name((stem(capture) or capture.name) + ".scenario.toml")
     if not sc.exists():
         return None
     try:

@@ -17,11 +17,9 @@ from pathlib import Path
 
 from pcitrace import pipeline
 from pcitrace.analyse import AnalysisOptions
+from pcitrace.capture.formats import format_of
 from pcitrace.errors import PcitraceError
 from pcitrace.report.summary import bus_figures, bus_series, link_figures, link_series
-
-CAPTURE_SUFFIXES = (".sr", ".vcd", ".vcd.gz")
-
 
 @dataclasses.dataclass(frozen=True)
 class Task:
@@ -30,8 +28,7 @@ class Task:
 
 
 def _is_capture(p: Path) -> bool:
-    name = p.name.lower()
-    return p.is_file() and name.endswith(CAPTURE_SUFFIXES)
+    return p.is_file() and format_of(p) is not None
 
 
 def find_captures(paths: Sequence[str | os.PathLike], profile: str | None = None) -> list[Task]:
