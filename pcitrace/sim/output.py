@@ -676,7 +676,10 @@ class RecordList(Sequence):
     :class:`~pcitrace.sim.bus.Strings`) plus the model's notes (columns master, purpose,
     packet: Strings, arrays or lists), seen as a list of dicts (docs/records.md keys + the notes) but converted only on
     access, so a long simulation holds no dict (nor RECORD_DTYPE row) per transaction.
-    ``.array`` builds the numpy form."""
+    ``.array`` builds the numpy form. Its JSON is the truth file's, not an output format of
+    records: each record carries the model's notes beside the docs/records.md fields, in the
+    compact form the truth uses, so it is written here rather than by pcitrace.records' writers
+    (whose JSONL is what `pcitrace decode` gives)."""
 
     def __init__(self, columns: dict, notes: dict[str, list]):
         self.columns = columns
