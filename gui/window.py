@@ -20,7 +20,7 @@ from pcitrace.analyse import metrics
 from pcitrace.analyse.stats import Distribution
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.formats import dialog_filter
-from pcitrace.errors import PcitraceError
+from pcitrace.errors import PcitraceError, describe_bug
 from pcitrace.gui import document as D
 from pcitrace.gui.document import Cancelled, Document, session_path_for
 from pcitrace.gui.table import ANY, TransactionPanel
@@ -35,11 +35,13 @@ CSV_FIELDS = ("index", "bus", "start_ps", "end_ps", "clocks", "command", "dac", 
 
 
 def error_text(exc: BaseException) -> str:
+    """The one-line text of an error: a user's problem as pcitrace words it, anything else as the
+    bug it is, with where it happened (as the batch report says it)."""
     if isinstance(exc, PcitraceError):
         return str(exc)
-    if isinstance(exc, (OSError, ValueError, KeyError, EOFError)):
-        return f"{type(exc).__name__}: {exc}"
-    return f"unexpected {type(exc).__name__}: {exc}"
+    if isinstance(exc, OSError):
+        return f"{exc.filename or 'file'}: {exc.strerror or exc}"
+    return describe_bug(exc)
 
 
 class LoadWorker(QtCore.QObject):
@@ -751,7 +753,7 @@ class MainWindow(QtWidgets.QMainWindow):
         try:
             with atomic_path(path) as tmp:
                 tmp.write_text(json.dumps(self.session_dict(), indent=2))
-        except Exception as exc:
+        except (OSError, PcitraceError) as exc:
             if not quiet:
                 self.show_error(error_text(exc))
             return None
@@ -768,7 +770,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if not isinstance(data, dict) or data.get("version") != SESSION_VERSION:
                 raise ValueError("not a pcitrace session of this version")
             return data
-        except Exception as exc:
+        except (OSError, ValueError) as exc:          # unreadable, not JSON (or not UTF-8), wrong version
             # Kept for the final status line: the loading messages would overwrite it.
             self._session_note = f"{path.name}: session ignored ({exc}); delete or fix the file"
             self.statusBar().showMessage(self._session_note, 10000)

@@ -40,3 +40,15 @@ class PcitraceError(Exception):
         if self.fix:
             text += f" Fix: {self.fix}"
         return text
+
+
+def describe_bug(exc: BaseException) -> str:
+    """One line for an exception that is not a PcitraceError, i.e. a bug in pcitrace: its type,
+    message and the innermost place it was raised, so that a report of it can be acted on."""
+    import traceback
+    from pathlib import Path
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f"in {Path(tb[-1].filename).name}:{tb[-1].lineno}; " if tb else ""
+    message = " ".join(str(exc).split())            # one line, whatever the message held
+    return f"{type(exc).__name__}: {message} ({where}please report this with the file)"

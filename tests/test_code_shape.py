@@ -20,6 +20,7 @@ def _functions(blocks):
     for block in blocks:
         if hasattr(block, "methods"):                      # a class: its methods count, not itself
             yield from _functions(block.methods)
+            yield from _functions(getattr(block, "inner_classes", []))
         else:
             yield block
             yield from _functions(block.closures)

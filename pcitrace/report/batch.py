@@ -11,14 +11,13 @@ import dataclasses
 import os
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from pcitrace import pipeline
 from pcitrace.analyse import AnalysisOptions
 from pcitrace.capture.formats import format_of
-from pcitrace.errors import PcitraceError
+from pcitrace.errors import PcitraceError, describe_bug
 from pcitrace.report.summary import bus_figures, bus_series, link_figures, link_series
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +62,7 @@ def report_one(capture: str, profile: str | None, options: AnalysisOptions, with
     except PcitraceError as exc:
         out = {"capture": capture, "error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a bug on one file must not stop a batch (as in a worker)
-        last = traceback.extract_tb(exc.__traceback__)[-1]
-        out = {"capture": capture,
-               "error": f"{type(exc).__name__}: {exc} (in {Path(last.filename).name}:{last.lineno}; "
-                        "please report this with the file)"}
+        out = {"capture": capture, "error": describe_bug(exc)}
     out["seconds"] = round(time.perf_counter() - t0, 4)
     return out
 
