@@ -150,9 +150,9 @@ def _frame_irdy(sig) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(sig["frame_n"]) == 0, np.asarray(sig["irdy_n"]) == 0
 
 
-# Control code of one clock: bit set = line asserted.
-_F, _I, _T, _S, _D = 1, 2, 4, 8, 16
-assert dict(CONTROL_CODE) == {"frame_n": _F, "irdy_n": _I, "trdy_n": _T, "stop_n": _S, "devsel_n": _D}
+# Control code of one clock: bit set = line asserted (the weights are the pci bus kind's).
+_WEIGHT = dict(CONTROL_CODE)
+_F, _I, _T, _S, _D = (_WEIGHT[s] for s in ("frame_n", "irdy_n", "trdy_n", "stop_n", "devsel_n"))
 
 
 # Classes of a control code (docs/records.md, "Data phases and waits" and "Termination"),
