@@ -105,6 +105,42 @@ def run(capture, profile=None, *, until: Stage = "link", buses=None, engine: str
     return out
 
 
+def stream_records(capture, profile=None, *, buses=None, chunk_clocks: int | None = None,
+                   progress: Callable[[str, int], None] | None = None,
+                   cancelled: Callable[[], bool] | None = None):
+    """The decode stage streamed: the fast engine's records chunk by chunk (as
+    ``decode.iter_records`` gives them), for output too long to hold (``pcitrace decode -o``).
+
+    The capture is opened and its profile resolved by ``run``; reading the chunks has the same
+    error policy, progress and cancel as ``run``'s decode stage. Returns (the Run so far, an
+    iterator of record arrays)."""
+    from pcitrace.decode import DEFAULT_CHUNK_CLOCKS, iter_records
+
+    opened = run(capture, profile, until="profile", progress=progress, cancelled=cancelled)
+
+    def on_clocks(n: int) -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled()
+        if progress is not None:
+            progress("decode", n)
+
+    def chunks():
+        if progress is not None:
+            progress("decode", 0)
+        try:
+            yield from iter_records(opened.capture, opened.profile, buses=buses,
+                                    chunk_clocks=chunk_clocks or DEFAULT_CHUNK_CLOCKS, progress=on_clocks)
+        except PcitraceError as exc:
+            exc.run = opened
+            raise
+        except (MemoryError, OSError) as exc:
+            err = _user_error(exc, "decode", opened.path)
+            err.run = opened
+            raise err from exc
+
+    return opened, chunks()
+
+
 def _steps(out: Run, capture, profile, buses, engine, options, chunk_clocks, progress, cancelled) -> dict:
     """The stages as steps that fill ``out`` in."""
 

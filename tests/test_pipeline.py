@@ -118,3 +118,37 @@ def test_a_bug_is_not_hidden(monkeypatch):
     monkeypatch.setattr(an, "analyse", broken)
     with pytest.raises(ZeroDivisionError):
         pipeline.run(SAMPLE)
+
+
+def test_streamed_records_are_the_decoded_records_chunk_by_chunk():
+    import numpy as np
+
+    calls = []
+    opened, chunks = pipeline.stream_records(SAMPLE, chunk_clocks=4096, progress=lambda st, n: calls.append((st, n)))
+    streamed = np.concatenate(list(chunks))
+    assert opened.stage == "profile"
+    want = decode_capture(SAMPLE).records
+    assert streamed.tobytes() == want.tobytes()
+    assert sum(n for st, n in calls if st == "decode") > 0
+
+
+def test_streamed_records_have_the_error_policy_and_cancel(monkeypatch):
+    import pcitrace.decode as dec
+
+    def broken(*a, **k):
+        raise OSError("Input/output error")
+        yield
+    monkeypatch.setattr(dec, "iter_records", broken)
+    opened, chunks = pipeline.stream_records(SAMPLE)
+    with pytest.raises(PcitraceError) as info:
+        list(chunks)
+    assert info.value.where == "decode" and info.value.run is opened
+    monkeypatch.undo()
+    asked = []
+
+    def cancel_once_decoding():                     # open and profile run; decoding is cancelled
+        asked.append(1)
+        return len(asked) > 2
+    _, chunks = pipeline.stream_records(SAMPLE, chunk_clocks=1024, cancelled=cancel_once_decoding)
+    with pytest.raises(pipeline.Cancelled):
+        list(chunks)
