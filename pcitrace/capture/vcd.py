@@ -205,6 +205,18 @@ def _check_widths(header: str, path) -> None:
                                 fix="leave that signal out of the dump, or correct its width")
 
 
+def _check_names(names: list[str], path) -> None:
+    """Raises on a channel name holding a control character: pywellen reads a $var that lacks
+    its $end up to the next one, so its name runs over the following lines."""
+    for nm in names:
+        if not nm.isprintable():
+            what = "a line break" if "\n" in nm else "a control character"
+            first = repr(nm.splitlines()[0][:40])
+            raise PcitraceError(f"the name of $var {first} holds {what} ({nm[:60]!r})", path=path,
+                                where=f"$var {first}",
+                                fix="end each $var declaration with $end; regenerate the VCD")
+
+
 def _one_line(text: str) -> str:
     """A message on one line (pywellen's run over several)."""
     return " ".join(text.split())
@@ -615,6 +627,7 @@ def read_vcd(path) -> Capture:
     end_ps = _end_ps(end.tick, wave.tick_ps, path)
     tick_ps, usable, keys, raw = wave.tick_ps, wave.usable, wave.keys, wave.raw
     names = _channel_names(usable, PCITRACE_COMMENT if own is not None else None)
+    _check_names(names, path)
     nchanges = sum(len(t) for t, _ in raw.values())
     own = own or OwnMeta()
     grid = _vcd_grid(own, names, keys, raw, tick_ps, end_ps, path)

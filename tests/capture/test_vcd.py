@@ -399,6 +399,14 @@ def test_a_time_past_int64_picoseconds_is_an_error(tmp_path, body, where):
     assert where in str(e.value)
 
 
+def test_a_var_declaration_missing_its_end_is_an_error_not_a_name_with_a_line_break(tmp_path):
+    # pywellen reads the tokens up to the next $end as the name: "data\n$var wire 1 % data"
+    text = HEADER.format(ts="1ns").replace("$var wire 1 $ data $end", "$var wire 1 $ data\xff")
+    with pytest.raises(PcitraceError, match="line break") as e:
+        open_capture(write(tmp_path, text + BODY))
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("width", [4097, 1_000_000, 2**31])
 def test_a_declared_width_past_the_limit_is_an_error_before_anything_is_allocated(tmp_path, width):
     text = HEADER.format(ts="1ns").replace("$var wire 4 # CBE [3:0] $end", f"$var wire {width} # CBE $end")
