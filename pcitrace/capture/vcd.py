@@ -9,7 +9,15 @@ others silently), the x/z rule below and numpy change lists.
 A VCD capture is *event timed*: sample i is the state of every signal from the i-th distinct
 change time until the next one (``TimeBase.events``). ``clocked_view`` turns it into one sample
 per rising clock edge. A VCD written by pcitrace carries a ``$comment pcitrace {...} $end``
-with the original time base, so .sr -> VCD -> .sr gives back the same samples.
+with the original time base, so .sr -> VCD -> .sr gives back the same samples; its fields are
+typed and ranged by ``capture.meta``.
+
+Bad and cut files: every size the file states is bounded before anything is allocated (a $var
+wider than ``meta.MAX_VECTOR_BITS``, times past int64 picoseconds: the error naming them), and
+pywellen's messages become one line. A dump cut inside its last line (a value change, or a
+``#time`` that reads earlier than the one before) is read up to that line, and a VCD pcitrace
+wrote that stops before its declared last sample keeps the samples before its last timestamp;
+``metadata["truncated"]`` says where the data stops.
 
 Unknown values (the documented rule)
 ------------------------------------
