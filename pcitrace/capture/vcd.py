@@ -201,16 +201,47 @@ def _end_ps(tick: int | None, tick_ps: float, path) -> int | None:
     return ps
 
 
-def _check_widths(header: str, path) -> None:
-    """Raises when a $var declares more bits than pcitrace reads: before pywellen allocates
-    room for them in every value change."""
-    for m in re.finditer(r"\$var\s+\S+\s+(\d+)\s+\S+\s+(\S+)", header):
-        width = int(m.group(1))
+# What pywellen may take for the value changes of vectors wider than pcitrace keeps (64 bits).
+MAX_WIDE_BYTES = 512 << 20
+
+
+def _check_widths(header: str, plain: str, body_start: int, path) -> None:
+    """Raises when a $var declares more bits than pcitrace reads, or when vectors wider than
+    64 bits change often enough that pywellen, holding every change at its full width (2 bits
+    a bit with x/z), would pass MAX_WIDE_BYTES: before it allocates any of it."""
+    widths = [(m.group(2), int(m.group(1)))
+              for m in re.finditer(r"\$var\s+\S+\s+(\d+)\s+\S+\s+(\S+)", header)]
+    for name, width in widths:
         if width > MAX_VECTOR_BITS:
-            raise PcitraceError(f"$var {m.group(2)} declares {width} bits, more than the "
-                                f"{MAX_VECTOR_BITS} pcitrace reads", path=path,
-                                where=f"$var {m.group(2)}",
+            raise PcitraceError(f"$var {name} declares {width} bits, more than the "
+                                f"{MAX_VECTOR_BITS} pcitrace reads", path=path, where=f"$var {name}",
                                 fix="leave that signal out of the dump, or correct its width")
+    name, width = max(widths, key=lambda nw: nw[1], default=("", 0))
+    if width <= 64:
+        return
+    changes = _vector_changes(plain, body_start)
+    if changes * width // 4 > MAX_WIDE_BYTES:
+        raise PcitraceError(f"$var {name} declares {width} bits and the dump holds {changes} vector "
+                            f"value changes: up to {changes * width // 4 >> 20} MB, more than the "
+                            f"{MAX_WIDE_BYTES >> 20} MB pcitrace reads vectors wider than 64 bits into",
+                            path=path, where=f"$var {name}",
+                            fix="leave the wide signals out of the dump (pcitrace keeps 64 bits of a vector)")
+
+
+def _vector_changes(plain: str, body_start: int) -> int:
+    """How many lines of the body are vector value changes (start with b or B)."""
+    with open(plain, "rb") as f:
+        if os.fstat(f.fileno()).st_size <= body_start:
+            return 0
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with mm:
+        buf = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            starts = np.flatnonzero(buf[body_start:-1] == 10) + body_start + 1
+            first = buf[starts]
+            return int(np.count_nonzero((first == 98) | (first == 66)))
+        finally:
+            del buf
 
 
 def _check_names(names: list[str], path) -> None:
@@ -626,7 +657,7 @@ def read_vcd(path) -> Capture:
     with _plain_vcd(path) as plain:
         header, body_start = _header_text(plain)
         own = _pcitrace_comment(header, path)
-        _check_widths(header, path)
+        _check_widths(header, plain, body_start, path)
         end = _dump_end(plain, body_start)
         with _cut_at(plain, end.cut) as whole:
             declared = set(re.findall(r"\$var\s+\S+\s+\d+\s+(\S+)\s+", header))

@@ -407,6 +407,17 @@ def test_a_var_declaration_missing_its_end_is_an_error_not_a_name_with_a_line_br
     assert "\n" not in str(e.value)
 
 
+def test_wide_vectors_changing_more_often_than_memory_holds_are_an_error(tmp_path, monkeypatch):
+    import pcitrace.capture.vcd as vcd
+    monkeypatch.setattr(vcd, "MAX_WIDE_BYTES", 100_000)
+    head = HEADER.format(ts="1ns").replace("$var wire 4 # CBE [3:0] $end", "$var wire 4096 # CBE $end")
+    body = "".join(f"#{i}\nb{i & 1} #\n" for i in range(400))     # 400 changes of 1 KB each (x/z: 2 bits a bit)
+    with pytest.raises(PcitraceError, match="4096 bits") as e:
+        open_capture(write(tmp_path, head + body))
+    assert "400" in str(e.value) and "CBE" in str(e.value)
+    assert open_capture(write(tmp_path, head + body[:body.index("#90\n")], "fewer.vcd")).channel("CBE").width == 4096
+
+
 @pytest.mark.parametrize("width", [4097, 1_000_000, 2**31])
 def test_a_declared_width_past_the_limit_is_an_error_before_anything_is_allocated(tmp_path, width):
     text = HEADER.format(ts="1ns").replace("$var wire 4 # CBE [3:0] $end", f"$var wire {width} # CBE $end")
