@@ -219,7 +219,7 @@ def _check_widths(header: str, plain: str, body_start: int, path) -> None:
     name, width = max(widths, key=lambda nw: nw[1], default=("", 0))
     if width <= 64:
         return
-    changes = _vector_changes(plain, body_start)
+    changes = _vector_changes(plain, body_start, path)
     if changes * width // 4 > MAX_WIDE_BYTES:
         raise PcitraceError(f"$var {name} declares {width} bits and the dump holds {changes} vector "
                             f"value changes: up to {changes * width // 4 >> 20} MB, more than the "
@@ -228,18 +228,30 @@ def _check_widths(header: str, plain: str, body_start: int, path) -> None:
                             fix="leave the wide signals out of the dump (pcitrace keeps 64 bits of a vector)")
 
 
-def _vector_changes(plain: str, body_start: int) -> int:
+def _vector_changes(plain: str, body_start: int, path) -> int:
     """How many lines of the body are vector value changes (start with b or B)."""
-    with open(plain, "rb") as f:
-        if os.fstat(f.fileno()).st_size <= body_start:
-            return 0
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    def count(buf: np.ndarray, body_start: int) -> int:
+        first = buf[np.flatnonzero(buf[body_start:-1] == 10) + body_start + 1]
+        return int(np.count_nonzero((first == 98) | (first == 66)))
+    return _scan_body(plain, body_start, count, 0, path)
+
+
+def _scan_body(plain: str, body_start: int, scan, empty, path):
+    """``scan(bytes as uint8, body_start)`` over the file mapped read-only; ``empty`` for a file
+    with no body."""
+    try:
+        with open(plain, "rb") as f:
+            if os.fstat(f.fileno()).st_size <= body_start:
+                return empty
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:          # ENOMEM under an address-space limit, a file system without mmap
+        raise PcitraceError(f"cannot map the VCD into memory ({exc.strerror or exc})", path=path,
+                            where="value changes",
+                            fix="free memory or raise the address-space limit (ulimit -v)") from None
     with mm:
         buf = np.frombuffer(mm, dtype=np.uint8)
         try:
-            starts = np.flatnonzero(buf[body_start:-1] == 10) + body_start + 1
-            first = buf[starts]
-            return int(np.count_nonzero((first == 98) | (first == 66)))
+            return scan(buf, body_start)
         finally:
             del buf
 
@@ -277,22 +289,13 @@ def _pcitrace_comment(header: str, path) -> OwnMeta | None:
     return None
 
 
-def _body_ids(path: str, body_start: int) -> set[bytes]:
+def _body_ids(plain: str, body_start: int, path) -> set[bytes]:
     """Distinct identifier codes used by value changes after the header (vectorised scan).
 
     Assumes one change per line, as VCD writers emit them; a change sharing a line with
     something else is still parsed by pywellen, just not checked here.
     """
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size <= body_start:
-            return set()
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    with mm:
-        buf = np.frombuffer(mm, dtype=np.uint8)
-        try:
-            return _scan_ids(buf, body_start)
-        finally:
-            del buf
+    return _scan_body(plain, body_start, _scan_ids, set(), path)
 
 
 _SCALAR_FIRST = np.zeros(256, dtype=bool)
@@ -703,7 +706,7 @@ def _check_identifiers(plain: str, body_start: int, declared: set[str], path) ->
     """Raises when a value change names an identifier no $var declares (pywellen would drop it)."""
     if _dense_ids(declared):
         return
-    used = _body_ids(plain, body_start)
+    used = _body_ids(plain, body_start, path)
     if any(u.decode("utf-8", "replace") not in declared for u in used):
         raise _undeclared_error(plain, body_start, declared, path) or PcitraceError(
             "a value change names an undeclared identifier", path=path,

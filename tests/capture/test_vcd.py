@@ -418,6 +418,18 @@ def test_wide_vectors_changing_more_often_than_memory_holds_are_an_error(tmp_pat
     assert open_capture(write(tmp_path, head + body[:body.index("#90\n")], "fewer.vcd")).channel("CBE").width == 4096
 
 
+def test_a_vcd_that_cannot_be_mapped_into_memory_is_the_error_saying_so(tmp_path, monkeypatch):
+    import pcitrace.capture.vcd as vcd
+
+    def no_room(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+    monkeypatch.setattr(vcd.mmap, "mmap", no_room)   # as under an address-space limit
+    text = HEADER.format(ts="1ns").replace(" % data", " %% data").replace(" ! clk", " !! clk")   # ids not '!', '"', ..
+    body = BODY.replace("%", "%%").replace("!", "!!")
+    with pytest.raises(PcitraceError, match="cannot map the VCD into memory .Cannot allocate memory"):
+        open_capture(write(tmp_path, text + body))
+
+
 @pytest.mark.parametrize("width", [4097, 1_000_000, 2**31])
 def test_a_declared_width_past_the_limit_is_an_error_before_anything_is_allocated(tmp_path, width):
     text = HEADER.format(ts="1ns").replace("$var wire 4 # CBE [3:0] $end", f"$var wire {width} # CBE $end")
