@@ -9,7 +9,15 @@ others silently), the x/z rule below and numpy change lists.
 A VCD capture is *event timed*: sample i is the state of every signal from the i-th distinct
 change time until the next one (``TimeBase.events``). ``clocked_view`` turns it into one sample
 per rising clock edge. A VCD written by pcitrace carries a ``$comment pcitrace {...} $end``
-with the original time base, so .sr -> VCD -> .sr gives back the same samples.
+with the original time base, so .sr -> VCD -> .sr gives back the same samples; its fields are
+typed and ranged by ``capture.meta``.
+
+Bad and cut files: every size the file states is bounded before anything is allocated (a $var
+wider than ``meta.MAX_VECTOR_BITS``, times past int64 picoseconds: the error naming them), and
+pywellen's messages become one line. A dump cut inside its last line (a value change, or a
+``#time`` that reads earlier than the one before) is read up to that line, and a VCD pcitrace
+wrote that stops before its declared last sample keeps the samples before its last timestamp;
+``metadata["truncated"]`` says where the data stops.
 
 Unknown values (the documented rule)
 ------------------------------------
@@ -52,6 +60,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.meta import MAX_ABS_START_PS, MAX_SAMPLES, MAX_VECTOR_BITS, OwnMeta, parse_own_meta
 from pcitrace.capture.model import Capture, ChannelInfo, Chunk, TimeBase
 from pcitrace.errors import PcitraceError
 
@@ -122,53 +131,171 @@ def _header_text(path: str, limit: int = 64 << 20) -> tuple[str, int]:
                         fix="the file is truncated or not a VCD")
 
 
-def _final_timestamp(path: str, body_start: int) -> int | None:
-    """The last ``#time`` of the file (in timescale ticks): where the dump says it ends.
+class _End(NamedTuple):
+    """Where the dump ends: its last ``#time`` and, for a dump cut inside a line, where."""
 
-    A dump whose last line is cut (no newline after a value change) was truncated: the value
-    changes after the cut are lost, so decoding it would invent an ending. Refused.
+    tick: int | None         # the last complete timestamp (timescale ticks)
+    cut: int | None          # byte offset of a cut last line (None: the file ends cleanly)
+    stops: str | None        # the cut, in words
+
+
+def _dump_end(path: str, body_start: int) -> _End:
+    """The last ``#time`` of the file, and whether its last line was cut.
+
+    A last line without a newline that is not a whole timestamp (or one before the previous
+    timestamp, as ``#12`` cut from ``#1234``) nor a ``$`` keyword was cut short: it is left out,
+    and ``stops`` says where the data stops.
     """
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         start = max(body_start, size - (64 << 10))
         f.seek(start)
         tail = f.read()
-    last = tail.rsplit(b"\n", 1)[-1].strip()
-    if last and not re.fullmatch(rb"#\d+|\$\w+|\$end", last):
-        raise PcitraceError(f"the VCD ends in the middle of a line ({last[:40].decode('utf-8', 'replace')!r})",
-                            path=path, where=f"byte {size}",
-                            fix="the file is truncated; use the complete dump")
-    found = re.findall(rb"(?:^|\s)#(\d+)", tail)
-    return int(found[-1]) if found else None
+    head, _, last = tail.rpartition(b"\n") if not tail.endswith(b"\n") else (tail, b"", b"")
+    found = re.findall(rb"(?:^|\s)#(\d+)", head)
+    tick = int(found[-1]) if found else None
+    partial = last.strip()
+    if not partial or re.fullmatch(rb"\$\w+|\$end", partial):
+        return _End(tick, None, None)
+    m = re.fullmatch(rb"#(\d+)", partial)
+    if m and (tick is None or int(m.group(1)) >= tick):
+        return _End(int(m.group(1)), None, f"the VCD ends without a newline after #{m.group(1).decode()} "
+                                           f"(byte {size}): it may have been cut there")
+    cut = size - len(last)
+    after = f"after timestamp #{tick}" if tick is not None else "before the first timestamp"
+    return _End(tick, cut, f"the VCD ends in the middle of a line at byte {size} "
+                           f"({partial[:40].decode('utf-8', 'replace')!r}); read up to byte {cut}, {after}")
 
 
-def _pcitrace_comment(header: str) -> dict | None:
+@contextlib.contextmanager
+def _cut_at(path: str, cut: int | None) -> Iterator[str]:
+    """``path``, or a temporary copy of its first ``cut`` bytes."""
+    if cut is None:
+        yield path
+        return
+    fd, tmp = tempfile.mkstemp(prefix="pcitrace-", suffix=".vcd")
+    try:
+        with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+            left = cut
+            while left:
+                block = src.read(min(left, 4 << 20))
+                if not block:
+                    break
+                out.write(block)
+                left -= len(block)
+        yield tmp
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _end_ps(tick: int | None, tick_ps: float, path) -> int | None:
+    """The last timestamp in ps; raises when it is past what int64 picoseconds hold."""
+    if tick is None:
+        return None
+    ps = tick * int(tick_ps) if float(tick_ps).is_integer() else int(round(tick * tick_ps))
+    if ps > MAX_ABS_START_PS:
+        raise PcitraceError(f"timestamp #{tick} is {ps} ps, past the {MAX_ABS_START_PS} ps pcitrace "
+                            "holds", path=path, where=f"#{tick}",
+                            fix="the VCD is corrupt, or its timescale is wrong; regenerate it")
+    return ps
+
+
+# What pywellen may take for the value changes of vectors wider than pcitrace keeps (64 bits).
+MAX_WIDE_BYTES = 512 << 20
+
+
+def _check_widths(header: str, plain: str, body_start: int, path) -> None:
+    """Raises when a $var declares more bits than pcitrace reads, or when vectors wider than
+    64 bits change often enough that pywellen, holding every change at its full width (2 bits
+    a bit with x/z), would pass MAX_WIDE_BYTES: before it allocates any of it."""
+    widths = [(m.group(2), int(m.group(1)))
+              for m in re.finditer(r"\$var\s+\S+\s+(\d+)\s+\S+\s+(\S+)", header)]
+    for name, width in widths:
+        if width > MAX_VECTOR_BITS:
+            raise PcitraceError(f"$var {name} declares {width} bits, more than the "
+                                f"{MAX_VECTOR_BITS} pcitrace reads", path=path, where=f"$var {name}",
+                                fix="leave that signal out of the dump, or correct its width")
+    name, width = max(widths, key=lambda nw: nw[1], default=("", 0))
+    if width <= 64:
+        return
+    changes = _vector_changes(plain, body_start, path)
+    if changes * width // 4 > MAX_WIDE_BYTES:
+        raise PcitraceError(f"$var {name} declares {width} bits and the dump holds {changes} vector "
+                            f"value changes: up to {changes * width // 4 >> 20} MB, more than the "
+                            f"{MAX_WIDE_BYTES >> 20} MB pcitrace reads vectors wider than 64 bits into",
+                            path=path, where=f"$var {name}",
+                            fix="leave the wide signals out of the dump (pcitrace keeps 64 bits of a vector)")
+
+
+def _vector_changes(plain: str, body_start: int, path) -> int:
+    """How many lines of the body are vector value changes (start with b or B)."""
+    def count(buf: np.ndarray, body_start: int) -> int:
+        first = buf[np.flatnonzero(buf[body_start:-1] == 10) + body_start + 1]
+        return int(np.count_nonzero((first == 98) | (first == 66)))
+    return _scan_body(plain, body_start, count, 0, path)
+
+
+def _scan_body(plain: str, body_start: int, scan, empty, path):
+    """``scan(bytes as uint8, body_start)`` over the file mapped read-only; ``empty`` for a file
+    with no body."""
+    try:
+        with open(plain, "rb") as f:
+            if os.fstat(f.fileno()).st_size <= body_start:
+                return empty
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:          # ENOMEM under an address-space limit, a file system without mmap
+        raise PcitraceError(f"cannot map the VCD into memory ({exc.strerror or exc})", path=path,
+                            where="value changes",
+                            fix="free memory or raise the address-space limit (ulimit -v)") from None
+    with mm:
+        buf = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            return scan(buf, body_start)
+        finally:
+            del buf
+
+
+def _check_names(names: list[str], path) -> None:
+    """Raises on a channel name holding a control character: pywellen reads a $var that lacks
+    its $end up to the next one, so its name runs over the following lines."""
+    for nm in names:
+        if not nm.isprintable():
+            what = "a line break" if "\n" in nm else "a control character"
+            first = repr(nm.splitlines()[0][:40])
+            raise PcitraceError(f"the name of $var {first} holds {what} ({nm[:60]!r})", path=path,
+                                where=f"$var {first}",
+                                fix="end each $var declaration with $end; regenerate the VCD")
+
+
+def _one_line(text: str) -> str:
+    """A message on one line (pywellen's run over several)."""
+    return " ".join(text.split())
+
+
+def _pcitrace_comment(header: str, path) -> OwnMeta | None:
+    """pcitrace's own metadata from the header's ``$comment pcitrace {...} $end``, typed and
+    ranged (None: no such comment, a plain dump)."""
     for m in re.finditer(r"\$comment\s+(.*?)\s*\$end", header, re.S):
         body = m.group(1)
         if body.startswith(PCITRACE_COMMENT + " "):
             try:
-                return json.loads(body[len(PCITRACE_COMMENT) + 1:])
-            except ValueError:
-                return None
+                obj = json.loads(body[len(PCITRACE_COMMENT) + 1:])
+            except ValueError as exc:
+                raise PcitraceError(f"its JSON does not parse ({_one_line(str(exc))})", path=path,
+                                    where="$comment pcitrace",
+                                    fix="delete the comment or re-export the capture with pcitrace") from None
+            return parse_own_meta(obj, path, "$comment pcitrace")
     return None
 
 
-def _body_ids(path: str, body_start: int) -> set[bytes]:
+def _body_ids(plain: str, body_start: int, path) -> set[bytes]:
     """Distinct identifier codes used by value changes after the header (vectorised scan).
 
     Assumes one change per line, as VCD writers emit them; a change sharing a line with
     something else is still parsed by pywellen, just not checked here.
     """
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size <= body_start:
-            return set()
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    with mm:
-        buf = np.frombuffer(mm, dtype=np.uint8)
-        try:
-            return _scan_ids(buf, body_start)
-        finally:
-            del buf
+    return _scan_body(plain, body_start, _scan_ids, set(), path)
 
 
 _SCALAR_FIRST = np.zeros(256, dtype=bool)
@@ -447,7 +574,8 @@ def _convert_vector(vals: np.ndarray, name: str, path
 
 
 def _wellen_error(path, exc, where):
-    return PcitraceError(f"not a readable VCD ({exc})", path=path, where=where,
+    said = _one_line(str(exc)) or type(exc).__name__
+    return PcitraceError(f"not a readable VCD ({said})", path=path, where=where,
                          fix="check that the file is a complete VCD; regenerate it if it was cut short")
 
 
@@ -531,21 +659,22 @@ def read_vcd(path) -> Capture:
     path = os.fspath(path)
     with _plain_vcd(path) as plain:
         header, body_start = _header_text(plain)
-        extra = _pcitrace_comment(header)
-        end_tick = _final_timestamp(plain, body_start)
-        declared = set(re.findall(r"\$var\s+\S+\s+\d+\s+(\S+)\s+", header))
-        if not _dense_ids(declared):
-            used = _body_ids(plain, body_start)
-            if any(u.decode("utf-8", "replace") not in declared for u in used):
-                raise _undeclared_error(plain, body_start, declared, path) or PcitraceError(
-                    "a value change names an undeclared identifier", path=path,
-                    where="value changes", fix="the VCD is corrupt; regenerate it")
-        wave = _load_wave(plain, path, lambda: _undeclared_error(plain, body_start, declared, path))
+        own = _pcitrace_comment(header, path)
+        _check_widths(header, plain, body_start, path)
+        end = _dump_end(plain, body_start)
+        with _cut_at(plain, end.cut) as whole:
+            declared = set(re.findall(r"\$var\s+\S+\s+\d+\s+(\S+)\s+", header))
+            _check_identifiers(whole, body_start, declared, path)
+            wave = _load_wave(whole, path, lambda: _undeclared_error(whole, body_start, declared, path))
+    end_ps = _end_ps(end.tick, wave.tick_ps, path)
     tick_ps, usable, keys, raw = wave.tick_ps, wave.usable, wave.keys, wave.raw
-    names = _channel_names(usable, PCITRACE_COMMENT if extra else None)
+    names = _channel_names(usable, PCITRACE_COMMENT if own is not None else None)
+    _check_names(names, path)
     nchanges = sum(len(t) for t, _ in raw.values())
-    grid = _vcd_grid(extra, names, keys, raw, tick_ps, end_tick, path)
-    times, values, masks, unknown, chans = _vcd_channels(names, usable, keys, raw, tick_ps, extra, path)
+    own = own or OwnMeta()
+    grid = _vcd_grid(own, names, keys, raw, tick_ps, end_ps, path)
+    times, values, masks, unknown, chans = _vcd_channels(names, usable, keys, raw, tick_ps,
+                                                         own.sample_clock, path)
     raw.clear()
     # every channel gets an entry at the capture's first time: unknown until its first change
     first_t = grid.t0 if grid.t0 is not None else min((int(t[0]) for t in times.values() if len(t)),
@@ -554,20 +683,34 @@ def read_vcd(path) -> Capture:
         first_t = int(grid.sample_times[0])
     _start_unknown(times, values, masks, unknown, first_t)
 
-    metadata = {"format": "vcd", "timescale_ps": tick_ps, "changes": int(nchanges),
-                "unknown_counts": unknown}
-    if end_tick is not None:
-        end_ps = int(_ticks_to_ps(np.array([end_tick], dtype=np.int64), tick_ps)[0])
-        if end_ps > max((int(t[-1]) for t in times.values() if len(t)), default=end_ps):
-            metadata["end_ps"] = end_ps     # a closing timestamp after the last change
+    metadata = {k: v for k, v in own.metadata.items() if k not in _READER_FACTS}
+    metadata.update({"format": "vcd", "timescale_ps": tick_ps, "changes": int(nchanges),
+                     "unknown_counts": unknown})
+    if end_ps is not None and end_ps > max((int(t[-1]) for t in times.values() if len(t)), default=end_ps):
+        metadata["end_ps"] = end_ps     # a closing timestamp after the last change
     if wave.skipped:
         metadata["skipped_vars"] = wave.skipped
-    if extra:
-        metadata.update(extra.get("metadata", {}))
+    stops = [x for x in (end.stops, grid.stops) if x]
+    if stops:
+        metadata["truncated"] = "; ".join(stops)
     return VcdCapture(chans, times, values, metadata, path, masks, grid_rate=grid.rate, mode=grid.mode,
-                      start_ps=grid.start_ps, num_samples=(int(extra["num_samples"]) if grid.rate
-                                                           else None),
+                      start_ps=grid.start_ps, num_samples=grid.num_samples,
                       sample_times=grid.sample_times)
+
+
+# What the reader works out itself; a pcitrace comment's metadata does not replace it.
+_READER_FACTS = ("format", "timescale_ps", "changes", "unknown_counts", "skipped_vars", "truncated")
+
+
+def _check_identifiers(plain: str, body_start: int, declared: set[str], path) -> None:
+    """Raises when a value change names an identifier no $var declares (pywellen would drop it)."""
+    if _dense_ids(declared):
+        return
+    used = _body_ids(plain, body_start, path)
+    if any(u.decode("utf-8", "replace") not in declared for u in used):
+        raise _undeclared_error(plain, body_start, declared, path) or PcitraceError(
+            "a value change names an undeclared identifier", path=path,
+            where="value changes", fix="the VCD is corrupt; regenerate it")
 
 
 def _undeclared_error(plain: str, body_start: int, declared: set[str], path) -> PcitraceError | None:
@@ -629,6 +772,10 @@ def _load_wave(plain: str, path, undeclared) -> _Wave:
                     # (time, value) pairs straight into numpy: values stay Python
                     # objects (ints, or strings holding x/z) until the rule maps them
                     pairs = np.fromiter(sig, dtype=_PAIR, count=len(sig))
+                except OverflowError:       # the time field: past int64
+                    raise PcitraceError(f"a timestamp of signal {v.full_name!r} is past "
+                                        f"{2**63 - 1}", path=path, where=f"signal {v.full_name}",
+                                        fix="the VCD is corrupt; timestamps must fit in 63 bits") from None
                 except BaseException as exc:
                     if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
                         raise
@@ -658,37 +805,52 @@ class _Grid(NamedTuple):
     start_ps: int
     sample_times: np.ndarray | None     # non-uniform state samples (the sample-clock var)
     t0: int | None                      # the grid's first time
+    num_samples: int | None             # of a uniform grid: declared, or as far as the dump goes
+    stops: str | None                   # the dump stops before the declared last sample: where
 
 
-def _vcd_grid(extra: dict | None, names: list[str], keys: list[str], raw: dict, tick_ps: float,
-              end_tick: int | None, path) -> _Grid:
-    """The grid from the pcitrace comment; raises when the dump stops before its last sample."""
-    grid_rate = None
-    mode = (extra or {}).get("mode", "timing")
-    if extra and extra.get("samplerate_hz"):
-        grid_rate = float(extra["samplerate_hz"])
-    elif extra and mode == "state" and extra.get("clock_hz") and not extra.get("sample_clock"):
-        grid_rate = float(extra["clock_hz"])
-    start_ps = int(extra.get("start_ps", 0)) if extra else 0
+def _vcd_grid(own: OwnMeta, names: list[str], keys: list[str], raw: dict, tick_ps: float,
+              end_ps: int | None, path) -> _Grid:
+    """The grid pcitrace's comment declares. A dump that stops before its declared last sample
+    keeps the samples up to where it stops (``stops`` says where)."""
+    rate = own.samplerate_hz
+    if rate is None and own.mode == "state" and not own.sample_clock:
+        rate = own.clock_hz
     sample_times = None
-    if extra and extra.get("sample_clock"):
+    if own.sample_clock:
         for nm, k in zip(names, keys):
             if nm == SAMPLE_CLOCK_VAR:
                 sample_times = np.unique(_ticks_to_ps(raw[k][0], tick_ps))
-    if grid_rate and extra.get("num_samples") and end_tick is not None:
-        # A VCD we wrote says how many samples it holds; its closing timestamp comes after the
-        # last one. A dump that stops before that was cut short.
-        last_ps = start_ps + (int(extra["num_samples"]) - 1) * 1e12 / grid_rate
-        if _ticks_to_ps(np.array([end_tick], dtype=np.int64), tick_ps)[0] < last_ps - 1e12 / grid_rate:
-            raise PcitraceError(f"the VCD ends at timestamp #{end_tick}, before its last sample "
-                                f"({int(extra['num_samples'])} declared in its pcitrace comment)",
-                                path=path, where="end of file",
-                                fix="the file is truncated; use the complete dump")
-    return _Grid(grid_rate, mode, start_ps, sample_times, start_ps if grid_rate is not None else None)
+    if rate is None:
+        return _Grid(None, own.mode, own.start_ps, sample_times, None, None, None)
+    num, stops = _grid_samples(own.num_samples, own.start_ps, rate, end_ps, path)
+    return _Grid(rate, own.mode, own.start_ps, sample_times, own.start_ps, num, stops)
+
+
+def _grid_samples(declared: int | None, start_ps: int, rate: float, end_ps: int | None, path
+                  ) -> tuple[int, str | None]:
+    """(samples, where the dump stops short or None) of a uniform grid: the declared count, or
+    the samples up to the dump's last time when it stops more than a sample before the last one
+    (a VCD pcitrace writes closes one sample after its last) or declares none."""
+    if end_ps is None:
+        return (declared if declared is not None else 1), None
+    # the samples before the last timestamp (its own changes may be cut off)
+    covered = max(1, int(np.ceil((end_ps - start_ps) * rate / 1e12 - 1e-6)))
+    if declared is not None and covered >= declared - 1:
+        return declared, None
+    if covered > MAX_SAMPLES:
+        raise PcitraceError(f"its grid of {rate:g} Hz from {start_ps} ps to {end_ps} ps holds "
+                            f"{covered} samples, more than {MAX_SAMPLES}", path=path,
+                            where="$comment pcitrace",
+                            fix="correct samplerate_hz / clock_hz, or re-export the capture with pcitrace")
+    if declared is None:
+        return covered, None
+    return covered, (f"the dump stops at {end_ps} ps, sample {covered - 1} of the {declared} its "
+                     "pcitrace comment declares")
 
 
 def _vcd_channels(names: list[str], usable: list, keys: list[str], raw: dict, tick_ps: float,
-                  extra: dict | None, path):
+                  sample_clock: bool, path):
     """Per channel: change times (ps), values by the x/z rule, x/z masks, x/z counts; and the
     channel list. Vars aliasing one signal with the same width and polarity convert once."""
     times: dict[str, np.ndarray] = {}
@@ -698,7 +860,7 @@ def _vcd_channels(names: list[str], usable: list, keys: list[str], raw: dict, ti
     done: dict[tuple, tuple] = {}
     chans = []
     for nm, v, key in zip(names, usable, keys):
-        if nm == SAMPLE_CLOCK_VAR and extra and extra.get("sample_clock"):
+        if nm == SAMPLE_CLOCK_VAR and sample_clock:
             continue
         w = max(1, int(v.bitwidth or 1))
         low = w == 1 and is_active_low(nm)

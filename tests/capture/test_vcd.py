@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from pcitrace.capture import clocked_view, open_capture, write_sr, write_vcd
 from pcitrace.capture.model import Capture, TimeBase
 from pcitrace.capture.vcd import is_active_low
 from pcitrace.errors import PcitraceError
+
+from tests.conftest import DATA, SAMPLES
 
 from ._capture_helpers import SIGROK_RATES, bit_columns, captures, sigrok_bits
 
@@ -283,16 +286,21 @@ def test_time_going_backwards_is_an_error_and_nothing_reaches_stdout(tmp_path, c
     assert out == ""
 
 
-def test_a_vcd_cut_in_the_middle_of_a_line_is_an_error(tmp_path):
+def test_a_vcd_cut_in_the_middle_of_a_line_reads_up_to_the_cut_and_says_where(tmp_path):
     text = HEADER.format(ts="1ns") + BODY + "b01"          # a vector change cut short
-    with pytest.raises(PcitraceError, match="middle of a line") as e:
-        open_capture(write(tmp_path, text, "cut.vcd"))
-    assert "truncated" in str(e.value)
-    # a complete last timestamp without a newline is fine
-    assert open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY.rstrip("\n"), "ok.vcd"))
+    cap = open_capture(write(tmp_path, text, "cut.vcd"))
+    assert cap.change_times("clk")[1].tolist() == [0, 1, 0, 1, 0, 1]
+    assert "middle of a line" in cap.metadata["truncated"] and "#30" in cap.metadata["truncated"]
+    # a timestamp cut short reads as an earlier time: left out, not "time goes backwards"
+    cap = open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY + "0!\n#3", "cut2.vcd"))
+    assert cap.change_times("clk")[1].tolist() == [0, 1, 0, 1, 0, 1, 0] and "#30" in cap.metadata["truncated"]
+    # a last timestamp without a newline ends the dump there; it may have been cut, which is said
+    cap = open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY.rstrip("\n"), "ok.vcd"))
+    assert cap.duration_ps == 30_000 and "may have been cut" in cap.metadata["truncated"]
+    assert "truncated" not in open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY, "whole.vcd")).metadata
 
 
-def test_a_vcd_we_wrote_that_stops_early_is_an_error(tmp_path):
+def test_a_vcd_we_wrote_that_stops_early_keeps_its_samples_and_says_where(tmp_path):
     cap = Capture.from_arrays({"A": np.array([0, 1] * 500, np.uint8)}, TimeBase.timing(1e6))
     whole = tmp_path / "w.vcd"
     write_vcd(cap, whole)
@@ -302,8 +310,131 @@ def test_a_vcd_we_wrote_that_stops_early_is_an_error(tmp_path):
     stamps = [i for i, ln in enumerate(lines) if ln.startswith("#")]
     cut = tmp_path / "c.vcd"
     cut.write_text("".join(lines[:stamps[len(stamps) // 2] + 1]))
-    with pytest.raises(PcitraceError, match="before its last sample"):
-        open_capture(cut)
+    got = open_capture(cut)
+    assert 0 < got.num_samples < 1000
+    assert "sample" in got.metadata["truncated"] and "1000" in got.metadata["truncated"]
+    want = next(cap.iter_chunks(["A"], chunk_samples=1000)).data["A"][:got.num_samples]
+    assert np.array_equal(next(got.iter_chunks(["A"], chunk_samples=1000)).data["A"], want)
+
+
+def _records_before(capture, tmp_path, end_ps):
+    """The decoded records (jsonl lines) of a capture that end before end_ps."""
+    import json
+
+    from pcitrace.cli import main
+    out = tmp_path / f"{capture.stem}.jsonl"
+    assert main(["decode", str(capture), "--format", "jsonl", "-o", str(out)]) == 0
+    return [ln for ln in out.read_text().splitlines() if json.loads(ln)["end_ps"] < end_ps]
+
+
+@pytest.mark.parametrize("written", [True, False], ids=["pcitrace-vcd", "plain-dump"])
+@pytest.mark.parametrize("percent", [10, 50, 90])
+def test_a_vcd_cut_at_some_percent_decodes_the_records_before_the_cut(tmp_path, percent, written):
+    sample = open_capture(SAMPLES / "violations.sr")        # its first 16 000 samples: 2 ms of a timing capture
+    first = next(sample.iter_chunks(sample.channel_names, chunk_samples=16000))
+    text = tmp_path / "w.vcd"
+    write_vcd(Capture.from_arrays(first.data, sample.timebase, {c.name: c.width for c in sample.channels}), text)
+    data = text.read_bytes()
+    if not written:     # a plain dump: no pcitrace comment, timed by its value changes
+        data = re.sub(rb"\$comment pcitrace .*? \$end\n", b"", data)
+    whole, cut = tmp_path / "whole.vcd", tmp_path / "cut.vcd"
+    whole.write_bytes(data)
+    cut.write_bytes(data[:len(data) * percent // 100])
+    for p in (whole, cut) if written else ():    # (a plain dump's channel names keep their scopes: auto-detected)
+        p.with_suffix(".profile.toml").write_text((SAMPLES / "violations.profile.toml").read_text())
+    part = open_capture(cut)
+    stops = part.metadata["truncated"]
+    assert "\n" not in stops and ("byte" in stops or "sample" in stops)
+    safe = part.timebase.start_ps + part.duration_ps - 2_000_000       # records done 2 us before the cut
+    want = _records_before(whole, tmp_path, safe)
+    assert want and _records_before(cut, tmp_path, safe) == want
+
+
+@pytest.mark.parametrize("comment,field", [
+    ('{"clock_hz": {"v": 664}, "mode": "state"}', "clock_hz"),
+    ('{"metadata": "n"}', "metadata"),
+    ('{"metadata": 1}', "metadata"),
+    ('{"clock_hz": 64, "mode": "state", "num_samples": "sts"}', "num_samples"),
+    ('{"samplerate_hz": [[10]]}', "samplerate_hz"),
+    ('{"start_ps": {"v": 0}, "samplerate_hz": 40.0}', "start_ps"),
+    ('{"mode": "s"}', "mode"),
+    ('{"mode": "state", "clock_hz": 1e6, "vrs": Infinity', "JSON"),
+])
+def test_a_bad_pcitrace_comment_is_the_error_naming_its_field(tmp_path, comment, field):
+    text = f"$comment pcitrace {comment} $end\n" + HEADER.format(ts="1ns") + BODY
+    with pytest.raises(PcitraceError, match=field) as e:
+        open_capture(write(tmp_path, text))
+    assert "$comment pcitrace" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_pcitrace_grid_without_a_sample_count_holds_the_samples_of_the_dump(tmp_path):
+    text = '$comment pcitrace {"clock_hz": 1e8, "mode": "state"} $end\n' + HEADER.format(ts="1ns") + BODY
+    cap = open_capture(write(tmp_path, text))
+    assert cap.num_samples == 3       # 10 ns a sample, #0 .. #20 (#30 closes the dump)
+    assert cap.timebase.clock_hz == 1e8
+
+
+def test_a_pcitrace_comment_cannot_replace_what_the_reader_found(tmp_path):
+    meta = '{"metadata": {"format": "sr", "unknown_counts": 3, "skipped_vars": 1, "scenario": "s"}}'
+    cap = open_capture(write(tmp_path, f"$comment pcitrace {meta} $end\n" + HEADER.format(ts="1ns") + BODY))
+    assert cap.metadata["format"] == "vcd" and cap.metadata["scenario"] == "s"
+    assert isinstance(cap.metadata["unknown_counts"], dict) and "skipped_vars" not in cap.metadata
+
+
+def test_pywellens_message_becomes_one_line(tmp_path):
+    text = HEADER.format(ts="1ns").replace('$var wire 1 $ data $end', '$var wire 1 $ data $end\n$var wire 1 TOP# $end') + BODY
+    with pytest.raises(PcitraceError, match="not a readable VCD") as e:
+        open_capture(write(tmp_path, text))
+    assert "\n" not in str(e.value) and "t.vcd" in str(e.value)
+
+
+@pytest.mark.parametrize("body,where", [
+    ("#0\n1!\n#9223372036854775808\n0!\n#10\n", "signal"),        # past int64 inside the dump
+    ("#0\n1!\n#18446744073709551617\n0!\n", "signal"),
+    ("#0\n1!\n#9223372036854775807\n0!\n", "#9223372036854775807"),   # fits in ticks, not in ps
+])
+def test_a_time_past_int64_picoseconds_is_an_error(tmp_path, body, where):
+    with pytest.raises(PcitraceError, match="past") as e:
+        open_capture(write(tmp_path, HEADER.format(ts="1ns") + body))
+    assert where in str(e.value)
+
+
+def test_a_var_declaration_missing_its_end_is_an_error_not_a_name_with_a_line_break(tmp_path):
+    # pywellen reads the tokens up to the next $end as the name: "data\n$var wire 1 % data"
+    text = HEADER.format(ts="1ns").replace("$var wire 1 $ data $end", "$var wire 1 $ data\xff")
+    with pytest.raises(PcitraceError, match="line break") as e:
+        open_capture(write(tmp_path, text + BODY))
+    assert "\n" not in str(e.value)
+
+
+def test_wide_vectors_changing_more_often_than_memory_holds_are_an_error(tmp_path, monkeypatch):
+    import pcitrace.capture.vcd as vcd
+    monkeypatch.setattr(vcd, "MAX_WIDE_BYTES", 100_000)
+    head = HEADER.format(ts="1ns").replace("$var wire 4 # CBE [3:0] $end", "$var wire 4096 # CBE $end")
+    body = "".join(f"#{i}\nb{i & 1} #\n" for i in range(400))     # 400 changes of 1 KB each (x/z: 2 bits a bit)
+    with pytest.raises(PcitraceError, match="4096 bits") as e:
+        open_capture(write(tmp_path, head + body))
+    assert "400" in str(e.value) and "CBE" in str(e.value)
+    assert open_capture(write(tmp_path, head + body[:body.index("#90\n")], "fewer.vcd")).channel("CBE").width == 4096
+
+
+def test_a_vcd_that_cannot_be_mapped_into_memory_is_the_error_saying_so(tmp_path, monkeypatch):
+    import pcitrace.capture.vcd as vcd
+
+    def no_room(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+    monkeypatch.setattr(vcd.mmap, "mmap", no_room)   # as under an address-space limit
+    text = HEADER.format(ts="1ns").replace(" % data", " %% data").replace(" ! clk", " !! clk")   # ids not '!', '"', ..
+    body = BODY.replace("%", "%%").replace("!", "!!")
+    with pytest.raises(PcitraceError, match="cannot map the VCD into memory .Cannot allocate memory"):
+        open_capture(write(tmp_path, text + body))
+
+
+@pytest.mark.parametrize("width", [4097, 1_000_000, 2**31])
+def test_a_declared_width_past_the_limit_is_an_error_before_anything_is_allocated(tmp_path, width):
+    text = HEADER.format(ts="1ns").replace("$var wire 4 # CBE [3:0] $end", f"$var wire {width} # CBE $end")
+    with pytest.raises(PcitraceError, match=f"declares {width} bits"):
+        open_capture(write(tmp_path, text + "#0\nb0 #\n#150\n"))
 
 
 # --- the reader's and writer's steps, each on its own -------------------------------------------
