@@ -20,6 +20,7 @@ import collections
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -224,7 +225,12 @@ def campaign(inputs: int, *, seed: int = 1, jobs: int = 2, kinds=KINDS, keep: st
         seeds = make_seeds(Path(tmp))
         tasks = [(kind, i) for i in range((inputs + len(kinds) - 1) // len(kinds)) for kind in kinds][:inputs]
         rows = []
-        with ProcessPoolExecutor(jobs, initializer=_worker_init, initargs=(seeds, seed, keep)) as pool:
+        # Workers come from a fork server, not from this process: a child's address-space limit
+        # must measure the child, not whatever the caller (pytest with Qt, say) had mapped.
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        ctx = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init,
+                                 initargs=(seeds, seed, keep)) as pool:
             for row in pool.map(_one, tasks, chunksize=16):
                 rows.append(row)
                 if progress:
