@@ -41,6 +41,7 @@ from pcitrace.capture._zipread import Member
 from pcitrace.capture._zipread import check as zip_check
 from pcitrace.capture._zipwrite import ZipWriter, deflate
 from pcitrace.capture.clocked import rising_edges
+from pcitrace.capture.meta import MAX_ABS_START_PS, MAX_RATE_HZ, MIN_RATE_HZ, OwnMeta, parse_own_meta
 from pcitrace.capture.model import (CHANGES, EDGES, FLIPS, Broadcast, Capture, ChannelInfo, Chunk, LineCode,
                                     SharedReads, TimeBase)
 from pcitrace.errors import PcitraceError
@@ -73,6 +74,10 @@ def parse_samplerate(text: str, *, path=None, where="metadata [device 1] sampler
     hz = float(m.group(1)) * _RATE_MULT[m.group(2)]
     if not math.isfinite(hz) or hz <= 0:
         raise PcitraceError(f"sample rate {text!r} is not a positive frequency", path=path,
+                            where=where, fix="give the capture's real sample rate")
+    if not MIN_RATE_HZ <= hz <= MAX_RATE_HZ:
+        # the time arithmetic (picoseconds per sample) holds these, no analyser goes past them
+        raise PcitraceError(f"sample rate {text!r} is outside {MIN_RATE_HZ:g} .. {MAX_RATE_HZ:g} Hz", path=path,
                             where=where, fix="give the capture's real sample rate")
     return hz
 
@@ -130,7 +135,8 @@ def _open_zip(path) -> zipfile.ZipFile:
     except IsADirectoryError:
         raise PcitraceError("is a directory, not a capture", path=path,
                             fix="give the path of a .sr file") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, NotImplementedError) as exc:
+        # (NotImplementedError: a directory entry asking for a zip version zipfile does not read)
         raise PcitraceError(f"not a readable .sr (zip) file: {exc}", path=path,
                             where="zip central directory",
                             fix="the file is truncated or not a sigrok session; re-copy or "
@@ -158,19 +164,24 @@ class _SrLayout:
                 self.version = int(v)
             meta_text = _read_small(zf, path, "metadata").decode("utf-8", "replace")
             self._parse_metadata(meta_text)
-            self.extra = None
-            if EXTRA_MEMBER in names:
-                try:
-                    self.extra = json.loads(_read_small(zf, path, EXTRA_MEMBER))
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise PcitraceError(f"the pcitrace extras are not valid JSON ({exc})",
-                                        path=path, where=f"zip member {EXTRA_MEMBER}",
-                                        fix="delete that member (zip -d) or re-export the "
-                                            "capture") from None
+            self.own = self._read_own(zf, names)
             self.timestamps = None
-            if self.extra and self.extra.get("timestamps") and TIMESTAMPS_MEMBER in names:
+            if self.own.timestamps and TIMESTAMPS_MEMBER in names:
                 self.timestamps = self._read_timestamps(zf)
             self._find_chunks(zf, names)
+
+    def _read_own(self, zf, names: set[str]) -> OwnMeta:
+        """pcitrace's own metadata (the defaults where there is none), every field typed."""
+        obj = None
+        if EXTRA_MEMBER in names:
+            try:
+                obj = json.loads(_read_small(zf, self.path, EXTRA_MEMBER))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise PcitraceError(f"the pcitrace extras are not valid JSON ({exc})",
+                                    path=self.path, where=f"zip member {EXTRA_MEMBER}",
+                                    fix="delete that member (zip -d) or re-export the "
+                                        "capture") from None
+        return parse_own_meta(obj, self.path, f"zip member {EXTRA_MEMBER}")
 
     def _parse_metadata(self, text: str) -> None:
         cp = configparser.ConfigParser(interpolation=None, strict=False, delimiters=("=",))
@@ -198,13 +209,9 @@ class _SrLayout:
         self.samplerate = (parse_samplerate(rate, path=self.path,
                                             where=f"metadata [{devs[0]}] samplerate")
                            if rate else None)
-        try:
-            self.total_probes = int(sec.get("total probes", "0"))
-            self.unitsize = int(sec.get("unitsize", "1"))
-        except ValueError as exc:
-            raise PcitraceError(f"bad number in metadata ({exc})", path=self.path,
-                                where=f"metadata [{devs[0]}]",
-                                fix="re-export the capture") from None
+        self.total_probes = self._count(sec, devs[0], "total probes", 0)
+        self.unitsize = self._count(sec, devs[0], "unitsize", 1)
+        self.analog = self._count(sec, devs[0], "total analog", 0)
         if not 1 <= self.unitsize <= 1024:
             raise PcitraceError(f"unitsize={self.unitsize} is not a sample size", path=self.path,
                                 where=f"metadata [{devs[0]}] unitsize",
@@ -223,7 +230,16 @@ class _SrLayout:
         probes.sort()
         self.bits = [i for i, _ in probes]
         self.names = [n for _, n in probes]
-        self.analog = int(sec.get("total analog", "0") or 0)
+
+    def _count(self, sec, device: str, key: str, default: int) -> int:
+        """A whole number of the metadata (``default`` where absent or empty)."""
+        text = (sec.get(key) or "").strip()
+        if not text:
+            return default
+        if not text.isdigit() or not text.isascii() or len(text) > 18:
+            raise PcitraceError(f"{key}={text[:40]!r} is not a whole number", path=self.path,
+                                where=f"metadata [{device}] {key}", fix="re-export the capture")
+        return int(text)
 
     def _read_timestamps(self, zf) -> np.ndarray:
         raw = _read_small_big(zf, self.path, TIMESTAMPS_MEMBER)
@@ -233,7 +249,12 @@ class _SrLayout:
             raise PcitraceError(f"sample timestamps are unreadable ({exc})", path=self.path,
                                 where=f"zip member {TIMESTAMPS_MEMBER}",
                                 fix="re-export the capture") from None
-        return np.asarray(ts, dtype=np.int64)
+        if ts.ndim != 1 or ts.dtype.kind not in "iu" or (len(ts) and (
+                int(ts.min()) < -MAX_ABS_START_PS or int(ts.max()) > MAX_ABS_START_PS)):
+            raise PcitraceError(f"sample timestamps are {ts.dtype} of shape {ts.shape}, not one list of "
+                                "whole picoseconds", path=self.path, where=f"zip member {TIMESTAMPS_MEMBER}",
+                                fix="re-export the capture")
+        return ts.astype(np.int64)
 
     def _find_chunks(self, zf: zipfile.ZipFile, names: set[str]) -> None:
         prefix = self.capturefile
@@ -361,40 +382,39 @@ def read_sr(path) -> Capture:
     """Open a sigrok session file as a (streamed) Capture."""
     path = os.fspath(path)
     lay = _SrLayout(path)
-    extra = lay.extra or {}
     if not lay.names:
         raise PcitraceError("the capture has no enabled logic channels", path=path,
                             where="zip member metadata",
                             fix="enable at least one logic channel when capturing")
-    tb = _sr_timebase(lay, extra, path)
+    tb = _sr_timebase(lay, lay.own, path)
     reader = _SrReader(path, lay)
     metadata = {"format": "sr", "unitsize": lay.unitsize, "sr_version": lay.version,
                 "chunk_members": len(lay.chunks)}
     if lay.analog:
         metadata["analog_channels_ignored"] = lay.analog
-    metadata.update(extra.get("metadata", {}))
+    metadata.update(lay.own.metadata)
     return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, reader.source,
                    metadata=metadata, path=path, field_source=reader.field_source,
                    shared_reads=lambda: _SrShared(reader))
 
 
-def _sr_timebase(lay: _SrLayout, extra: dict, path: str) -> TimeBase:
+def _sr_timebase(lay: _SrLayout, own: OwnMeta, path: str) -> TimeBase:
     """The capture's time base: a state capture's clock (or sample timestamps), a timing
     capture's samplerate; the pcitrace metadata's figures first."""
-    start_ps = int(extra.get("start_ps", 0))
-    if extra.get("mode", "timing") == "state":
+    start_ps = own.start_ps
+    if own.mode == "state":
         ts = lay.timestamps
         if ts is not None and len(ts) != lay.num_samples:
             raise PcitraceError(f"{len(ts)} sample timestamps for {lay.num_samples} samples",
                                 path=path, where=f"zip member {TIMESTAMPS_MEMBER}",
                                 fix="re-export the capture; it was modified after writing")
-        clock = extra.get("clock_hz") or lay.samplerate
+        clock = own.clock_hz or lay.samplerate
         if ts is None and not clock:
             raise PcitraceError("state capture without a clock frequency", path=path,
                                 where="metadata samplerate",
                                 fix="set samplerate to the bus clock in the metadata")
         return TimeBase.state(clock_hz=clock, timestamps_ps=ts, start_ps=start_ps)
-    rate = extra.get("samplerate_hz") or lay.samplerate
+    rate = own.samplerate_hz or lay.samplerate
     if not rate:
         raise PcitraceError("no samplerate in the metadata", path=path,
                             where="metadata [device 1]",

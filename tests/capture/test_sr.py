@@ -802,10 +802,74 @@ def test_shared_reads_session_opens_once_and_nested_shares_nothing(tmp_path):
 def test_sr_timebase_needs_a_rate():
     from types import SimpleNamespace
 
+    from pcitrace.capture.meta import OwnMeta
     from pcitrace.capture.sr import _sr_timebase
     lay = SimpleNamespace(samplerate=None, timestamps=None, num_samples=4)
     with pytest.raises(PcitraceError, match="no samplerate"):
-        _sr_timebase(lay, {}, "x.sr")
+        _sr_timebase(lay, OwnMeta(), "x.sr")
     with pytest.raises(PcitraceError, match="without a clock"):
-        _sr_timebase(lay, {"mode": "state"}, "x.sr")
-    assert _sr_timebase(lay, {"mode": "state", "clock_hz": 66e6}, "x.sr").clock_hz == 66e6
+        _sr_timebase(lay, OwnMeta(mode="state"), "x.sr")
+    assert _sr_timebase(lay, OwnMeta(mode="state", clock_hz=66e6), "x.sr").clock_hz == 66e6
+
+
+# -- typed metadata (issue 18: each field of the sigrok metadata and of pcitrace.json typed once) --
+
+def _sr_with(tmp_path, extra=None, rate="1 MHz", meta_extra="", members=None):
+    files = {"version": b"2", "metadata": metadata(["A"], 1, rate=rate, extra=meta_extra),
+             "logic-1-1": bytes([0, 1] * 50)}
+    if extra is not None:
+        files[EXTRA_MEMBER] = extra if isinstance(extra, bytes) else json.dumps(extra).encode()
+    files.update(members or {})
+    make_sr(tmp_path / "x.sr", files)
+    return tmp_path / "x.sr"
+
+
+@pytest.mark.parametrize("extra", [
+    "state", [1, 2], {"metadata": 1.5}, {"metadata": [["a"]]}, {"start_ps": [1]}, {"start_ps": "é"},
+    {"start_ps": 2**70}, {"samplerate_hz": [1]}, {"samplerate_hz": "None"}, {"samplerate_hz": 1e-320},
+    {"mode": "state", "clock_hz": "clock_hz"}, {"mode": "state", "clock_hz": {}}, {"mode": "state", "clock_hz": 1e300},
+    {"metadata": {"end_ps": float("nan")}}, {"timestamps": "yes"}])
+def test_wrong_types_in_own_metadata_are_one_error(tmp_path, extra):
+    with pytest.raises(PcitraceError, match=EXTRA_MEMBER):
+        c = open_capture(_sr_with(tmp_path, extra))
+        c.duration_ps, c.timebase.time_ps(c.num_samples - 1)
+
+
+@pytest.mark.parametrize("rate", ["1e-300 Hz", "1e300", "0.0000001 Hz", "1e30 THz"])
+def test_samplerates_past_the_time_arithmetic_are_refused(tmp_path, rate):
+    with pytest.raises(PcitraceError, match="sample rate"):
+        c = open_capture(_sr_with(tmp_path, rate=rate))
+        c.duration_ps, c.timebase.time_ps(c.num_samples - 1)
+
+
+def test_total_analog_that_is_not_a_number(tmp_path):
+    with pytest.raises(PcitraceError, match="total analog"):
+        open_capture(_sr_with(tmp_path, meta_extra="total analog=x"))
+
+
+@pytest.mark.parametrize("ts", [np.array(["a", "b"]), np.array([1.5, 2.5]), np.zeros((2, 2), np.int64),
+                                np.array([2**63, 2**63 + 1], np.uint64)])
+def test_timestamps_of_the_wrong_kind(tmp_path, ts):
+    import io as _io
+    bio = _io.BytesIO()
+    np.save(bio, ts, allow_pickle=False)
+    extra = {"mode": "state", "timestamps": True}
+    with pytest.raises(PcitraceError, match="timestamps"):
+        open_capture(_sr_with(tmp_path, extra, members={"pcitrace-timestamps.npy": bio.getvalue()}))
+
+
+def test_zip_version_zipfile_cannot_read(tmp_path):
+    path = _sr_with(tmp_path)
+    data = bytearray(path.read_bytes())
+    i = data.find(b"PK\x01\x02")
+    struct.pack_into("<H", data, i + 6, 215)          # "version needed to extract" 21.5
+    path.write_bytes(bytes(data))
+    with pytest.raises(PcitraceError, match="x.sr"):
+        open_capture(path)
+
+
+def test_own_metadata_is_typed_once(tmp_path):
+    c = open_capture(_sr_with(tmp_path, {"mode": "state", "clock_hz": 33e6, "start_ps": 5,
+                                         "metadata": {"trigger_sample": 3, "note": "hi"}}))
+    assert c.timebase.mode == "state" and c.timebase.clock_hz == 33e6 and c.timebase.start_ps == 5
+    assert c.metadata["trigger_sample"] == 3 and c.metadata["note"] == "hi"
