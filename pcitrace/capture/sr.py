@@ -363,6 +363,8 @@ def _gather_vector(buf: np.ndarray, n: int, unitsize: int, bits: Sequence[int]) 
     positions are read together as one little-endian word straight from the packed samples
     (a strided view, no per-line unpacking); ``buf`` holds n samples plus 8 spare bytes.
     A stretch ends where one 8-byte read starting at its first bit's byte would not cover it."""
+    if n == 0:
+        return np.zeros(0, np.uint64)      # (a view at a byte past the 8 spare ones does not fit)
     out = None
     for pos, width, line in _runs_of_bits(bits):
         word = np.ndarray((n,), dtype="<u8", buffer=buf, offset=pos >> 3, strides=(unitsize,))

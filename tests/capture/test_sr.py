@@ -873,3 +873,22 @@ def test_own_metadata_is_typed_once(tmp_path):
                                          "metadata": {"trigger_sample": 3, "note": "hi"}}))
     assert c.timebase.mode == "state" and c.timebase.clock_hz == 33e6 and c.timebase.start_ps == 5
     assert c.metadata["trigger_sample"] == 3 and c.metadata["note"] == "hi"
+
+
+def test_clocked_vector_above_byte_8_in_a_block_without_clock_edge(tmp_path):
+    """A well-formed timing capture: a block with no rising clock edge holds no samples to
+    unpack, and a vector whose bits start past the 8 spare bytes must not make a strided view
+    reach outside that empty block (numpy raised 'strides is incompatible' there)."""
+    n = 4000
+    clk = np.zeros(n, np.uint8)
+    clk[3000:] = np.arange(1000) % 2                 # the first blocks hold no edge at all
+    cols = {f"P{i}": np.zeros(n, np.uint8) for i in range(80)}      # push AD past byte 8
+    ad = np.arange(n, dtype=np.uint64) * np.uint64(0x0101010101)
+    cap = Capture.from_arrays({**cols, "CLK": clk, **{f"AD{i}": (ad >> np.uint64(i)) & np.uint64(1)
+                                                      for i in range(40)}}, TimeBase.timing(100e6))
+    write_sr(cap, tmp_path / "t.sr")
+    sr = open_capture(tmp_path / "t.sr")
+    chunks = list(sr.iter_fields({"ad": [f"AD{i}" for i in range(40)]}, chunk_samples=512, clock="CLK"))
+    got = np.concatenate([c["ad"] for c in chunks])
+    edges = np.flatnonzero((clk[1:] == 1) & (clk[:-1] == 0)) + 1
+    assert got.tolist() == (ad[edges] & np.uint64((1 << 40) - 1)).tolist()
