@@ -226,6 +226,10 @@ class _SrLayout:
                                         "sample", path=self.path,
                                         where=f"metadata [{devs[0]}] {key}",
                                         fix="re-export the capture")
+                if "\n" in val.strip() or "\r" in val:
+                    raise PcitraceError(f"{key} runs over several lines ({val.strip()[:40]!r})", path=self.path,
+                                        where=f"metadata [{devs[0]}] {key}",
+                                        fix="write each channel name on one line")
                 probes.append((idx, val.strip()))
         probes.sort()
         self.bits = [i for i, _ in probes]

@@ -892,3 +892,11 @@ def test_clocked_vector_above_byte_8_in_a_block_without_clock_edge(tmp_path):
     got = np.concatenate([c["ad"] for c in chunks])
     edges = np.flatnonzero((clk[1:] == 1) & (clk[:-1] == 0)) + 1
     assert got.tolist() == (ad[edges] & np.uint64((1 << 40) - 1)).tolist()
+
+
+def test_probe_name_continued_on_a_second_line_is_refused(tmp_path):
+    """An INI continuation line makes a channel name with a line break, which then ran over
+    two lines of an error message (issue 18)."""
+    with pytest.raises(PcitraceError, match="probe2") as e:
+        open_capture(_sr_with(tmp_path, meta_extra="probe2=B\n  continuation\n"))
+    assert "\n" not in str(e.value)

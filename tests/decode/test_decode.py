@@ -414,3 +414,21 @@ def test_streamed_buses_advance_together_when_one_has_no_transactions(tmp_path, 
     assert len(opened) == len(set(opened))                  # every member inflated once
     assert len(streamed) > 10                                # released as they came
     assert diff_records(decode_capture(cap, prof).records, np.concatenate(streamed)) == []
+
+
+@pytest.mark.parametrize("engine", ["fast", "stream"])
+def test_profile_mapping_frame_but_not_irdy_names_what_is_missing(engine):
+    """A PCI bus needs its five control lines; a profile mapping FRAME# alone was a KeyError
+    'irdy_n' deep in the decoder (issue 18). The error names the bus and the missing lines."""
+    from pcitrace.decode import iter_records
+    n = 64
+    cap = Capture.from_arrays({"CLK": np.arange(n) % 2, "FRAME#": np.ones(n), "TRDY#": np.ones(n)},
+                              TimeBase.timing(100e6))
+    prof = Profile([BusProfile("send", signals={"clk": "CLK", "frame_n": "FRAME#", "trdy_n": "TRDY#"})])
+    with pytest.raises(PcitraceError) as e:
+        if engine == "fast":
+            decode_capture(cap, prof)
+        else:
+            list(iter_records(cap, prof))
+    msg = str(e.value)
+    assert "'send'" in msg and "irdy_n, stop_n, devsel_n" in msg and "\n" not in msg
