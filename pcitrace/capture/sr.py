@@ -253,12 +253,21 @@ class _SrLayout:
             raise PcitraceError(f"sample timestamps are unreadable ({exc})", path=self.path,
                                 where=f"zip member {TIMESTAMPS_MEMBER}",
                                 fix="re-export the capture") from None
-        if ts.ndim != 1 or ts.dtype.kind not in "iu" or (len(ts) and (
-                int(ts.min()) < -MAX_ABS_START_PS or int(ts.max()) > MAX_ABS_START_PS)):
+        where = f"zip member {TIMESTAMPS_MEMBER}"
+        if ts.ndim != 1 or ts.dtype.kind not in "iu":
             raise PcitraceError(f"sample timestamps are {ts.dtype} of shape {ts.shape}, not one list of "
-                                "whole picoseconds", path=self.path, where=f"zip member {TIMESTAMPS_MEMBER}",
+                                "whole picoseconds", path=self.path, where=where, fix="re-export the capture")
+        if len(ts) and (int(ts.min()) < -MAX_ABS_START_PS or int(ts.max()) > MAX_ABS_START_PS
+                        or int(ts[-1]) - int(ts[0]) > MAX_ABS_START_PS):
+            raise PcitraceError(f"sample timestamps run from {int(ts.min())} to {int(ts.max())} ps, past the "
+                                f"{MAX_ABS_START_PS} ps that times may span", path=self.path, where=where,
                                 fix="re-export the capture")
-        return ts.astype(np.int64)
+        ts = ts.astype(np.int64)
+        back = np.flatnonzero(ts[1:] < ts[:-1])
+        if len(back):
+            raise PcitraceError(f"sample timestamps go backwards at sample {int(back[0]) + 1}", path=self.path,
+                                where=where, fix="re-export the capture")
+        return ts
 
     def _find_chunks(self, zf: zipfile.ZipFile, names: set[str]) -> None:
         prefix = self.capturefile

@@ -900,3 +900,15 @@ def test_probe_name_continued_on_a_second_line_is_refused(tmp_path):
     with pytest.raises(PcitraceError, match="probe2") as e:
         open_capture(_sr_with(tmp_path, meta_extra="probe2=B\n  continuation\n"))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("ts", [[0, 5, 3], [-(2**62), 2**62, 2**62]])
+def test_timestamps_must_go_forward_within_the_time_range(tmp_path, ts):
+    """Sample times that go back, or span more than int64 picoseconds can subtract, are refused
+    (a frame's wire time overflowed from them; issue 18)."""
+    import io as _io
+    bio = _io.BytesIO()
+    np.save(bio, np.array(ts, np.int64), allow_pickle=False)
+    with pytest.raises(PcitraceError, match="timestamps"):
+        open_capture(_sr_with(tmp_path, {"mode": "state", "timestamps": True},
+                              members={"pcitrace-timestamps.npy": bio.getvalue()}))
