@@ -279,6 +279,7 @@ class _SrLayout:
             while f"{prefix}-{k}" in names:
                 chunks.append(zf.getinfo(f"{prefix}-{k}"))
                 k += 1
+        _check_layout(self.path, os.path.getsize(self.path), chunks)
         self.chunks: list[tuple[str, int, int]] = []  # (member, first sample, samples)
         total = 0
         for info in chunks:
@@ -292,6 +293,22 @@ class _SrLayout:
             self.chunks.append((info.filename, total, n))
             total += n
         self.num_samples = total
+
+
+def _check_layout(path, file_size: int, members: list[zipfile.ZipInfo]) -> None:
+    """Members hold data of their own inside the file: a directory whose entries share one
+    member's data (or point past the file's end) would have it read over and over."""
+    end = 0
+    for info in sorted(members, key=lambda i: i.header_offset):
+        if info.header_offset < end:
+            raise PcitraceError(f"zip member {info.filename!r} overlaps the member before it", path=path,
+                                where=f"zip member {info.filename}",
+                                fix="the zip directory is corrupt or crafted; re-export the capture")
+        end = info.header_offset + 30 + len(info.filename.encode()) + info.compress_size
+        if end > file_size:
+            raise PcitraceError(f"zip member {info.filename!r} runs past the end of the file "
+                                f"({end} of {file_size} bytes)", path=path, where=f"zip member {info.filename}",
+                                fix="the capture is truncated; re-copy or re-export it")
 
 
 def _read_small_big(zf, path, name) -> bytes:

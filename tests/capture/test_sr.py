@@ -912,3 +912,42 @@ def test_timestamps_must_go_forward_within_the_time_range(tmp_path, ts):
     with pytest.raises(PcitraceError, match="timestamps"):
         open_capture(_sr_with(tmp_path, {"mode": "state", "timestamps": True},
                               members={"pcitrace-timestamps.npy": bio.getvalue()}))
+
+
+def _alias_chunks(path, copies: int) -> None:
+    """Add central directory entries logic-1-2..copies+1 that all point at logic-1-1's data."""
+    data = bytearray(path.read_bytes())
+    eocd = data.rfind(b"PK\x05\x06")
+    cd_size, cd_off = struct.unpack_from("<II", data, eocd + 12)
+    cd = bytes(data[cd_off:cd_off + cd_size])
+    i = cd.find(b"PK\x01\x02")
+    entries, target = [], None
+    while i >= 0 and i < len(cd):
+        n, m, k = struct.unpack_from("<HHH", cd, i + 28)
+        entry = cd[i:i + 46 + n + m + k]
+        entries.append(entry)
+        if entry[46:46 + n] == b"logic-1-1":
+            target = entry
+        i += 46 + n + m + k
+    new = list(entries)
+    for j in range(2, copies + 2):
+        name = f"logic-1-{j}".encode()
+        e = bytearray(target[:46]) + name
+        struct.pack_into("<H", e, 28, len(name))
+        struct.pack_into("<HH", e, 30, 0, 0)
+        new.append(bytes(e))
+    body = b"".join(new)
+    end = bytearray(data[eocd:eocd + 22])
+    struct.pack_into("<HHII", end, 8, len(new), len(new), len(body), cd_off)
+    path.write_bytes(bytes(data[:cd_off]) + body + bytes(end))
+
+
+def test_members_sharing_their_data_are_refused(tmp_path):
+    """A small zip whose 100 entries all point at one member would read that member 100 times
+    over (issue 18): members are bounded against the file, and may not overlap."""
+    path = _sr_with(tmp_path)
+    _alias_chunks(path, 99)
+    assert len(zipfile.ZipFile(path).namelist()) > 100
+    with pytest.raises(PcitraceError, match="overlap") as e:
+        open_capture(path)
+    assert "x.sr" in str(e.value)
