@@ -37,7 +37,7 @@ import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture._zipread import ERRORS as ZIP_ERRORS
-from pcitrace.capture._zipread import Member
+from pcitrace.capture._zipread import Member, SalvagedZip, salvage
 from pcitrace.capture._zipread import check as zip_check
 from pcitrace.capture._zipwrite import ZipWriter, deflate
 from pcitrace.capture.clocked import rising_edges
@@ -127,7 +127,8 @@ def _read_small(zf: zipfile.ZipFile, path, name: str) -> bytes:
     return data
 
 
-def _open_zip(path) -> zipfile.ZipFile:
+def _open_zip(path) -> zipfile.ZipFile | SalvagedZip:
+    """The zip, or where its directory is lost (a file cut short) the whole members before the cut."""
     try:
         return zipfile.ZipFile(path)
     except FileNotFoundError:
@@ -137,10 +138,24 @@ def _open_zip(path) -> zipfile.ZipFile:
                             fix="give the path of a .sr file") from None
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, NotImplementedError) as exc:
         # (NotImplementedError: a directory entry asking for a zip version zipfile does not read)
+        kept = _salvaged(path, exc)
+        if kept is not None:
+            return kept
         raise PcitraceError(f"not a readable .sr (zip) file: {exc}", path=path,
                             where="zip central directory",
                             fix="the file is truncated or not a sigrok session; re-copy or "
                                 "re-export it") from None
+
+
+def _salvaged(path, exc: Exception) -> SalvagedZip | None:
+    """A .sr whose zip directory is unreadable (``exc``; a file cut short): its whole members
+    before the cut, if they include the metadata."""
+    try:
+        kept = salvage(path)
+    except OSError:
+        return None
+    kept.why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return kept if "metadata" in kept.namelist() else None
 
 
 class _SrLayout:
@@ -169,6 +184,12 @@ class _SrLayout:
             if self.own.timestamps and TIMESTAMPS_MEMBER in names:
                 self.timestamps = self._read_timestamps(zf)
             self._find_chunks(zf, names)
+            self.cut = f"{zf.why}; {zf.stop}" if isinstance(zf, SalvagedZip) else None
+            if self.cut is not None and not self.chunks:
+                raise PcitraceError(f"not a readable .sr (zip) file: its directory is unreadable and it is cut "
+                                    f"short before its first whole chunk of samples ({self.cut})", path=path,
+                                    where="zip central directory",
+                                    fix="the file is truncated; re-copy or re-export it")
 
     def _read_own(self, zf, names: set[str]) -> OwnMeta:
         """pcitrace's own metadata (the defaults where there is none), every field typed."""
@@ -425,9 +446,18 @@ def read_sr(path) -> Capture:
     if lay.analog:
         metadata["analog_channels_ignored"] = lay.analog
     metadata.update(lay.own.metadata)
+    if lay.cut is not None:
+        metadata["warnings"] = [_cut_warning(lay, tb)]
     return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, reader.source,
                    metadata=metadata, path=path, field_source=reader.field_source,
                    shared_reads=lambda: _SrShared(reader))
+
+
+def _cut_warning(lay: _SrLayout, tb: TimeBase) -> str:
+    n = lay.num_samples
+    at = f"after sample {n - 1} ({tb.time_ps(n - 1) / 1e6:.3f} us)" if n else "before the first sample"
+    return (f"the zip directory is unreadable, read from the members' own headers ({lay.cut}): "
+            f"the data stops {at}, {len(lay.chunks)} whole chunk(s)")
 
 
 def _sr_timebase(lay: _SrLayout, own: OwnMeta, path: str) -> TimeBase:
