@@ -245,5 +245,6 @@ def convert(src, dst, clock, samplerate):
                 path=src, fix="give --clock CHANNEL (one sample per bus clock) or "
                               "--samplerate HZ (a timing capture)")
         write_capture(cap, dst)
+    echo_warnings(src, cap.metadata.get("warnings", []))
     click.echo(f"wrote {dst}: {len(cap.channels)} channels, {cap.num_samples} samples "
                f"({cap.timebase.mode})", err=True)

@@ -448,9 +448,11 @@ def read_sr(path) -> Capture:
     metadata.update(lay.own.metadata)
     if lay.cut is not None:
         metadata["warnings"] = [_cut_warning(lay, tb)]
-    return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, reader.source,
-                   metadata=metadata, path=path, field_source=reader.field_source,
-                   shared_reads=lambda: _SrShared(reader))
+    cap = Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, reader.source,
+                  metadata=metadata, path=path, field_source=reader.field_source,
+                  shared_reads=lambda: _SrShared(reader))
+    reader.capture = cap
+    return cap
 
 
 def _cut_warning(lay: _SrLayout, tb: TimeBase) -> str:
@@ -495,6 +497,23 @@ class _SrReader:
         self.unitsize = lay.unitsize
         self.bit_of = dict(zip(lay.names, lay.bits))
         self.session: dict | None = None
+        self.capture: Capture | None = None     # what a damaged chunk's warning goes to
+
+    def _damaged(self, member: str, first: int, n: int, reached: int, exc: Exception) -> None:
+        """A chunk after the first one is damaged: the stream ends where the damage showed
+        and the capture's warnings say so (the chunks before it are whole). A damaged first
+        chunk leaves nothing to read: that is the error."""
+        what = f"chunk {member!r} (samples {first}..{first + n - 1}) is corrupt ({exc})"
+        if first == 0 or self.capture is None:
+            # a CRC error shows only at the member's end: name the member's samples
+            raise PcitraceError(what, path=self.path, where=f"zip member {member}",
+                                fix="the capture is damaged or truncated; re-copy or re-export it")
+        at = self.capture.timebase.time_ps(reached - 1) / 1e6
+        text = (f"{what}: the data stops after sample {reached - 1} ({at:.3f} us)"
+                + (f"; samples {first}..{reached - 1} came from the damaged chunk" if reached > first else ""))
+        warnings = self.capture.metadata.setdefault("warnings", [])
+        if text not in warnings:
+            warnings.append(text)
 
     def raw_blocks(self, start: int, stop: int, chunk: int, whole: bool = True) -> Iterator[tuple[int, bytes]]:
         """(first sample, bytes of the packed samples) blocks covering [start, stop), each
@@ -532,11 +551,8 @@ class _SrReader:
                                 acc_pos += acc_n
                                 acc, acc_n = [], 0
                 except ZIP_ERRORS as exc:
-                    raise PcitraceError(
-                        # a CRC error shows only at the member's end: name the member's samples
-                        f"chunk {member!r} (samples {first}..{first + n - 1}) is corrupt ({exc})", path=self.path,
-                        where=f"zip member {member}",
-                        fix="the capture is damaged or truncated; re-copy or re-export it") from None
+                    self._damaged(member, first, n, acc_pos + acc_n, exc)
+                    break
         if acc_n:
             yield acc_pos, b"".join(acc)
 
@@ -889,7 +905,7 @@ def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES, fo
                    "metadata": _jsonable({k: v for k, v in capture.metadata.items()
                                           if k not in ("format", "unitsize", "sr_version",
                                                        "chunk_members", "changes",
-                                                       "timescale_ps")})}
+                                                       "timescale_ps", "warnings")})}
     vectors = {c.name: c.width for c in capture.channels if c.width > 1}
     if vectors:
         extra["vectors"] = vectors

@@ -170,3 +170,24 @@ def test_info_decode_report_on_a_cut_sr_warn_where_the_data_stops(tmp_path, caps
     assert cut > 0.5 or 0 < cap.num_samples < full.num_samples
     last = cap.timebase.time_ps(cap.num_samples - 1)
     assert records and all(json.loads(r)["end_ps"] <= last for r in records)
+
+
+def test_a_corrupt_second_chunk_gives_the_records_before_it(tmp_path, capsys):
+    """The second chunk of a real capture damaged: decode gives the records of the first one
+    and one warning line saying where the data stops (issue 18); a damaged first chunk is the
+    one error."""
+    from tests.conftest import SAMPLES
+
+    full = open_capture(SAMPLES / "pro1000_66mhz.sr")
+    write_sr(full, tmp_path / "ok.sr", chunk_bytes=256 << 10)
+    data = bytearray((tmp_path / "ok.sr").read_bytes())
+    second = data.find(b"logic-1-2") + len(b"logic-1-2") + 200
+    data[second:second + 64] = bytes(64)
+    path = tmp_path / "bad.sr"
+    path.write_bytes(bytes(data))
+    (tmp_path / "bad.profile.toml").write_bytes((SAMPLES / "pro1000_66mhz.profile.toml").read_bytes())
+    assert main(["decode", str(path), "--format", "jsonl", "-o", str(tmp_path / "r.jsonl")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pcitrace: warning: ") and "'logic-1-2'" in err[0], err
+    assert "the data stops after sample" in err[0]
+    assert (tmp_path / "r.jsonl").read_text().count("\n") > 0
