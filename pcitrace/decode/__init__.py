@@ -256,7 +256,8 @@ class _BusDecode:
             self._estimated.add(dt)
             share = self.out["span"].share_of(self.capture)
             if 0 < share < 1:
-                g.reserve(int((g.n + m) / share * 1.05) + 64)
+                # a record or a data word takes a clock at least: never more than the samples
+                g.reserve(min(int((g.n + m) / share * 1.05) + 64, max(self.capture.num_samples, g.n + m)))
         return g.claim(m)
 
     def step(self) -> bool:

@@ -432,3 +432,20 @@ def test_profile_mapping_frame_but_not_irdy_names_what_is_missing(engine):
             list(iter_records(cap, prof))
     msg = str(e.value)
     assert "'send'" in msg and "irdy_n, stop_n, devsel_n" in msg and "\n" not in msg
+
+
+def test_the_first_estimate_of_the_output_is_bounded_by_the_capture():
+    """The rest of a capture is guessed as busy as its first chunk with output; a tiny share
+    read off a damaged time base asked for 1 GiB at once (issue 18). A record or a data word
+    takes a clock at least, so the guess never exceeds the capture's samples."""
+    from types import SimpleNamespace
+
+    from pcitrace.decode import _BusDecode, _Grow
+    from pcitrace.decode.records import RECORD_DTYPE
+
+    d = _BusDecode.__new__(_BusDecode)
+    d.capture = SimpleNamespace(num_samples=5000)
+    d.recs, d.words, d._estimated = _Grow(RECORD_DTYPE), _Grow(RECORD_DTYPE), set()
+    d.out = {"span": SimpleNamespace(share_of=lambda capture: 1e-9)}
+    assert len(d._alloc(RECORD_DTYPE, 10)) == 10
+    assert len(d.recs.buf) <= 5000
