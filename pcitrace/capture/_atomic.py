@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -38,7 +39,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.chmod(tmp, 0o666 & ~umask)
     tmp_path = Path(tmp)
     try:
-        yield tmp_path
+        try:
+            yield tmp_path
+        except OSError as exc:
+            if not _is_write_failure(exc, tmp_path):
+                raise
+            raise PcitraceError(f"cannot write the output: {exc.strerror or exc}", path=target,
+                                fix="free space on that disk or choose another output path") from None
         try:
             os.replace(tmp_path, target)
         except OSError as exc:
@@ -48,3 +55,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             tmp_path.unlink()
         raise
+
+
+# What a write to the output meets on a full or limited disk, whatever file object it went through.
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def _is_write_failure(exc: OSError, tmp: Path) -> bool:
+    """An OSError of writing the output (not, say, of reading an input while writing)."""
+    return exc.errno in _WRITE_ERRNOS or (exc.filename is not None and os.fspath(exc.filename) == os.fspath(tmp))

@@ -143,3 +143,91 @@ class Member:
                                      f"not the {self._info.file_size} it declares")
         if self._crc != self._info.CRC:
             raise zipfile.BadZipFile(f"Bad CRC-32 for file {self._info.filename!r}")
+
+
+# -- a zip cut short -----------------------------------------------------------------------
+#
+# A zip's directory is at its end, so a file cut anywhere loses all of it and zipfile reads
+# nothing. The members before the cut are still whole, each behind its local header with its
+# sizes and CRC-32 (sigrok and pcitrace write them there, not in a data descriptor):
+# :func:`salvage` lists them by walking those headers from the start.
+
+_ZIP64_EXTRA = 0x0001
+_MAX32 = 0xFFFFFFFF
+
+
+class SalvagedZip:
+    """The whole members at the start of a zip whose directory is lost, read through
+    :class:`Member` like a ``zipfile.ZipFile``'s (stored and deflated ones only)."""
+
+    def __init__(self, filename: str, infos: list[zipfile.ZipInfo], stop: str):
+        self.filename = filename
+        self.filelist = infos
+        self._by_name = {i.filename: i for i in infos}
+        self.stop = stop                      # why the walk ended (where the file is cut)
+
+    def namelist(self) -> list[str]:
+        return [i.filename for i in self.filelist]
+
+    def getinfo(self, name: str) -> zipfile.ZipInfo:
+        return self._by_name[name]
+
+    def open(self, info: zipfile.ZipInfo) -> Member:
+        return Member(self, info)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "SalvagedZip":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def salvage(path) -> SalvagedZip:
+    """The whole members before the cut of a zip with no readable directory."""
+    infos: list[zipfile.ZipInfo] = []
+    with open(path, "rb") as fp:
+        size = fp.seek(0, 2)
+        offset, stop = 0, "the file ends"
+        while True:
+            info, offset, stop = _local_member(fp, offset, size)
+            if info is None:
+                break
+            infos.append(info)
+    return SalvagedZip(str(path), infos, stop)
+
+
+def _local_member(fp, offset: int, size: int) -> tuple[zipfile.ZipInfo | None, int, str]:
+    """The member whose local header is at ``offset`` and the offset after it, if all of it
+    is in the file, else (None, offset, why not)."""
+    fp.seek(offset)
+    head = fp.read(_LOCAL.size)
+    if len(head) < _LOCAL.size or head[:4] != _LOCAL_SIGNATURE:
+        return None, offset, f"no whole member at byte {offset}"
+    _, _, flags, method, _, _, crc, csize, usize, name_len, extra_len = _LOCAL.unpack(head)
+    name_raw, extra = fp.read(name_len), fp.read(extra_len)
+    if len(name_raw) < name_len or len(extra) < extra_len:
+        return None, offset, f"the header of the member at byte {offset} is cut at byte {size}"
+    if flags & 0x9 or method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        return None, offset, f"member at byte {offset} has no sizes in its header"   # (or is encrypted)
+    if _MAX32 in (csize, usize):
+        csize, usize = _zip64_sizes(extra, csize, usize)
+    data_at = offset + _LOCAL.size + name_len + extra_len
+    if data_at + csize > size:
+        return None, offset, f"member {name_raw.decode('utf-8', 'replace')!r} is cut at byte {size}"
+    info = zipfile.ZipInfo(name_raw.decode("utf-8" if flags & 0x800 else "cp437"))
+    info.header_offset, info.compress_type, info.flag_bits = offset, method, flags
+    info.compress_size, info.file_size, info.CRC = csize, usize, crc
+    return info, data_at + csize, ""
+
+
+def _zip64_sizes(extra: bytes, csize: int, usize: int) -> tuple[int, int]:
+    at = 0
+    while at + 4 <= len(extra):
+        kind, n = struct.unpack_from("<HH", extra, at)
+        if kind == _ZIP64_EXTRA and n >= 16 and at + 20 <= len(extra):
+            return struct.unpack_from("<QQ", extra, at + 4)[::-1]
+        at += 4 + n
+    return csize, usize

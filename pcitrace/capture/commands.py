@@ -99,7 +99,14 @@ def capture_summary(path: str, profile_path: str | None = None) -> dict:
         "unknown_counts": cap.metadata.get("unknown_counts", {}),
         "unknown_at_clock": at_clock,
         "changes": cap.metadata.get("changes"),
+        "warnings": list(cap.metadata.get("warnings", [])),
     }
+
+
+def echo_warnings(path, warnings) -> None:
+    """What a reader could read only in part (a file cut short), on standard error: one line each."""
+    for w in warnings:
+        click.echo(f"pcitrace: warning: {path}: {w}", err=True)
 
 
 def _print_summary(s: dict) -> None:
@@ -201,6 +208,7 @@ def _unknown_lines(unk: dict, ac: dict) -> list[str]:
 def info(capture, profile_path, as_json):
     with _status(f"reading {capture}"):
         s = capture_summary(capture, profile_path)
+    echo_warnings(capture, s["warnings"])
     if as_json:
         click.echo(json.dumps(s, indent=1))
     else:
@@ -237,5 +245,6 @@ def convert(src, dst, clock, samplerate):
                 path=src, fix="give --clock CHANNEL (one sample per bus clock) or "
                               "--samplerate HZ (a timing capture)")
         write_capture(cap, dst)
+    echo_warnings(src, cap.metadata.get("warnings", []))
     click.echo(f"wrote {dst}: {len(cap.channels)} channels, {cap.num_samples} samples "
                f"({cap.timebase.mode})", err=True)

@@ -38,11 +38,14 @@ from pathlib import Path
 from pcitrace import buses
 from pcitrace.buses import BusKind
 from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.meta import MAX_RATE_HZ, MIN_RATE_HZ
 from pcitrace.capture.model import Capture
 from pcitrace.errors import PcitraceError
 
 VECTOR_SIGNALS = buses.all_vectors()
 KINDS = tuple(buses.KINDS)
+MAX_ADDRESS = 2**64 - 1          # a BAR bound: PCI addresses are at most 64 bits
+MAX_LINK_BPS = 1e15              # 1 Pbit/s: past any link; the wire-time arithmetic holds it
 
 
 @dataclasses.dataclass
@@ -163,8 +166,9 @@ def _parse_bus(path, i: int, t: dict) -> BusProfile:
     width = t.get("width", 32)
     if width not in (8, 16, 32, 64) or isinstance(width, bool):
         raise _err(path, f"{where} width", f"width = {width!r}; use 32 or 64")
-    clock_hz = _parse_rate(path, f"{where} clock_hz", "clock_hz", t.get("clock_hz"), "a frequency in Hz")
-    link = _parse_rate(path, f"{where} link_bps", "link_bps", t.get("link_bps"), "a bit rate")
+    clock_hz = _parse_rate(path, f"{where} clock_hz", "clock_hz", t.get("clock_hz"), "a frequency in Hz",
+                           MIN_RATE_HZ, MAX_RATE_HZ)
+    link = _parse_rate(path, f"{where} link_bps", "link_bps", t.get("link_bps"), "a bit rate", 1.0, MAX_LINK_BPS)
     return BusProfile(name=name, kind=kind.name, signals=signals, inverted=inverted, width=int(width),
                       clock_hz=clock_hz, nic=_parse_nic(path, f"{where} nic", t.get("nic", {}), signals),
                       link_bps=link or kind.default_link_bps)
@@ -209,13 +213,13 @@ def _parse_inverted(path, where: str, inv, signals) -> set[str]:
     return set(inv)
 
 
-def _parse_rate(path, where: str, key: str, value, what: str) -> float | None:
-    """A positive, finite number of Hz or bit/s, or None when not given."""
+def _parse_rate(path, where: str, key: str, value, what: str, lo: float, hi: float) -> float | None:
+    """A number of Hz or bit/s in lo .. hi (what the time arithmetic holds), or None when not given."""
     if value is None:
         return None
-    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
-            or value <= 0):
-        raise _err(path, where, f"{key} = {value!r} is not {what}")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+        text = repr(value) if len(repr(value)) <= 40 else repr(value)[:30] + "..."
+        raise _err(path, where, f"{key} = {text} is not {what} in {lo:g} .. {hi:g}")
     return float(value)
 
 
@@ -231,10 +235,15 @@ def _parse_nic(path, where: str, nic_t, signals) -> NicIdentity:
             raise _err(path, f"{where}.{key}",
                        f"{v!r} must name one of this bus's signals (e.g. \"{key}_n\")")
     bars = []
-    for j, r in enumerate(nic_t.get("bars", [])):
-        if (not isinstance(r, list) or len(r) != 2 or not all(isinstance(x, int) for x in r)
-                or r[0] > r[1] or r[0] < 0):
-            raise _err(path, f"{where}.bars[{j}]", f"{r!r} must be [low, high] addresses, low <= high")
+    bars_t = nic_t.get("bars", [])
+    if not isinstance(bars_t, list):
+        raise _err(path, f"{where}.bars", f"{bars_t!r} must be a list of [low, high] address ranges")
+    for j, r in enumerate(bars_t):
+        if (not isinstance(r, list) or len(r) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_ADDRESS for x in r)
+                or r[0] > r[1]):
+            raise _err(path, f"{where}.bars[{j}]",
+                       f"{r!r} must be [low, high] addresses in 0 .. 2**64-1, low <= high")
         bars.append((int(r[0]), int(r[1])))
     return NicIdentity(nic_t.get("gnt"), nic_t.get("req"), bars)
 

@@ -37,10 +37,11 @@ import numpy as np
 
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture._zipread import ERRORS as ZIP_ERRORS
-from pcitrace.capture._zipread import Member
+from pcitrace.capture._zipread import Member, SalvagedZip, salvage
 from pcitrace.capture._zipread import check as zip_check
 from pcitrace.capture._zipwrite import ZipWriter, deflate
 from pcitrace.capture.clocked import rising_edges
+from pcitrace.capture.meta import MAX_ABS_START_PS, MAX_RATE_HZ, MIN_RATE_HZ, OwnMeta, parse_own_meta
 from pcitrace.capture.model import (CHANGES, EDGES, FLIPS, Broadcast, Capture, ChannelInfo, Chunk, LineCode,
                                     SharedReads, TimeBase)
 from pcitrace.errors import PcitraceError
@@ -73,6 +74,10 @@ def parse_samplerate(text: str, *, path=None, where="metadata [device 1] sampler
     hz = float(m.group(1)) * _RATE_MULT[m.group(2)]
     if not math.isfinite(hz) or hz <= 0:
         raise PcitraceError(f"sample rate {text!r} is not a positive frequency", path=path,
+                            where=where, fix="give the capture's real sample rate")
+    if not MIN_RATE_HZ <= hz <= MAX_RATE_HZ:
+        # the time arithmetic (picoseconds per sample) holds these, no analyser goes past them
+        raise PcitraceError(f"sample rate {text!r} is outside {MIN_RATE_HZ:g} .. {MAX_RATE_HZ:g} Hz", path=path,
                             where=where, fix="give the capture's real sample rate")
     return hz
 
@@ -122,7 +127,8 @@ def _read_small(zf: zipfile.ZipFile, path, name: str) -> bytes:
     return data
 
 
-def _open_zip(path) -> zipfile.ZipFile:
+def _open_zip(path) -> zipfile.ZipFile | SalvagedZip:
+    """The zip, or where its directory is lost (a file cut short) the whole members before the cut."""
     try:
         return zipfile.ZipFile(path)
     except FileNotFoundError:
@@ -130,11 +136,26 @@ def _open_zip(path) -> zipfile.ZipFile:
     except IsADirectoryError:
         raise PcitraceError("is a directory, not a capture", path=path,
                             fix="give the path of a .sr file") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, NotImplementedError) as exc:
+        # (NotImplementedError: a directory entry asking for a zip version zipfile does not read)
+        kept = _salvaged(path, exc)
+        if kept is not None:
+            return kept
         raise PcitraceError(f"not a readable .sr (zip) file: {exc}", path=path,
                             where="zip central directory",
                             fix="the file is truncated or not a sigrok session; re-copy or "
                                 "re-export it") from None
+
+
+def _salvaged(path, exc: Exception) -> SalvagedZip | None:
+    """A .sr whose zip directory is unreadable (``exc``; a file cut short): its whole members
+    before the cut, if they include the metadata."""
+    try:
+        kept = salvage(path)
+    except OSError:
+        return None
+    kept.why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return kept if "metadata" in kept.namelist() else None
 
 
 class _SrLayout:
@@ -158,19 +179,30 @@ class _SrLayout:
                 self.version = int(v)
             meta_text = _read_small(zf, path, "metadata").decode("utf-8", "replace")
             self._parse_metadata(meta_text)
-            self.extra = None
-            if EXTRA_MEMBER in names:
-                try:
-                    self.extra = json.loads(_read_small(zf, path, EXTRA_MEMBER))
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise PcitraceError(f"the pcitrace extras are not valid JSON ({exc})",
-                                        path=path, where=f"zip member {EXTRA_MEMBER}",
-                                        fix="delete that member (zip -d) or re-export the "
-                                            "capture") from None
+            self.own = self._read_own(zf, names)
             self.timestamps = None
-            if self.extra and self.extra.get("timestamps") and TIMESTAMPS_MEMBER in names:
+            if self.own.timestamps and TIMESTAMPS_MEMBER in names:
                 self.timestamps = self._read_timestamps(zf)
             self._find_chunks(zf, names)
+            self.cut = f"{zf.why}; {zf.stop}" if isinstance(zf, SalvagedZip) else None
+            if self.cut is not None and not self.chunks:
+                raise PcitraceError(f"not a readable .sr (zip) file: its directory is unreadable and it is cut "
+                                    f"short before its first whole chunk of samples ({self.cut})", path=path,
+                                    where="zip central directory",
+                                    fix="the file is truncated; re-copy or re-export it")
+
+    def _read_own(self, zf, names: set[str]) -> OwnMeta:
+        """pcitrace's own metadata (the defaults where there is none), every field typed."""
+        obj = None
+        if EXTRA_MEMBER in names:
+            try:
+                obj = json.loads(_read_small(zf, self.path, EXTRA_MEMBER))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise PcitraceError(f"the pcitrace extras are not valid JSON ({exc})",
+                                    path=self.path, where=f"zip member {EXTRA_MEMBER}",
+                                    fix="delete that member (zip -d) or re-export the "
+                                        "capture") from None
+        return parse_own_meta(obj, self.path, f"zip member {EXTRA_MEMBER}")
 
     def _parse_metadata(self, text: str) -> None:
         cp = configparser.ConfigParser(interpolation=None, strict=False, delimiters=("=",))
@@ -198,13 +230,9 @@ class _SrLayout:
         self.samplerate = (parse_samplerate(rate, path=self.path,
                                             where=f"metadata [{devs[0]}] samplerate")
                            if rate else None)
-        try:
-            self.total_probes = int(sec.get("total probes", "0"))
-            self.unitsize = int(sec.get("unitsize", "1"))
-        except ValueError as exc:
-            raise PcitraceError(f"bad number in metadata ({exc})", path=self.path,
-                                where=f"metadata [{devs[0]}]",
-                                fix="re-export the capture") from None
+        self.total_probes = self._count(sec, devs[0], "total probes", 0)
+        self.unitsize = self._count(sec, devs[0], "unitsize", 1)
+        self.analog = self._count(sec, devs[0], "total analog", 0)
         if not 1 <= self.unitsize <= 1024:
             raise PcitraceError(f"unitsize={self.unitsize} is not a sample size", path=self.path,
                                 where=f"metadata [{devs[0]}] unitsize",
@@ -219,11 +247,24 @@ class _SrLayout:
                                         "sample", path=self.path,
                                         where=f"metadata [{devs[0]}] {key}",
                                         fix="re-export the capture")
+                if "\n" in val.strip() or "\r" in val:
+                    raise PcitraceError(f"{key} runs over several lines ({val.strip()[:40]!r})", path=self.path,
+                                        where=f"metadata [{devs[0]}] {key}",
+                                        fix="write each channel name on one line")
                 probes.append((idx, val.strip()))
         probes.sort()
         self.bits = [i for i, _ in probes]
         self.names = [n for _, n in probes]
-        self.analog = int(sec.get("total analog", "0") or 0)
+
+    def _count(self, sec, device: str, key: str, default: int) -> int:
+        """A whole number of the metadata (``default`` where absent or empty)."""
+        text = (sec.get(key) or "").strip()
+        if not text:
+            return default
+        if not text.isdigit() or not text.isascii() or len(text) > 18:
+            raise PcitraceError(f"{key}={text[:40]!r} is not a whole number", path=self.path,
+                                where=f"metadata [{device}] {key}", fix="re-export the capture")
+        return int(text)
 
     def _read_timestamps(self, zf) -> np.ndarray:
         raw = _read_small_big(zf, self.path, TIMESTAMPS_MEMBER)
@@ -233,7 +274,21 @@ class _SrLayout:
             raise PcitraceError(f"sample timestamps are unreadable ({exc})", path=self.path,
                                 where=f"zip member {TIMESTAMPS_MEMBER}",
                                 fix="re-export the capture") from None
-        return np.asarray(ts, dtype=np.int64)
+        where = f"zip member {TIMESTAMPS_MEMBER}"
+        if ts.ndim != 1 or ts.dtype.kind not in "iu":
+            raise PcitraceError(f"sample timestamps are {ts.dtype} of shape {ts.shape}, not one list of "
+                                "whole picoseconds", path=self.path, where=where, fix="re-export the capture")
+        if len(ts) and (int(ts.min()) < -MAX_ABS_START_PS or int(ts.max()) > MAX_ABS_START_PS
+                        or int(ts[-1]) - int(ts[0]) > MAX_ABS_START_PS):
+            raise PcitraceError(f"sample timestamps run from {int(ts.min())} to {int(ts.max())} ps, past the "
+                                f"{MAX_ABS_START_PS} ps that times may span", path=self.path, where=where,
+                                fix="re-export the capture")
+        ts = ts.astype(np.int64)
+        back = np.flatnonzero(ts[1:] < ts[:-1])
+        if len(back):
+            raise PcitraceError(f"sample timestamps go backwards at sample {int(back[0]) + 1}", path=self.path,
+                                where=where, fix="re-export the capture")
+        return ts
 
     def _find_chunks(self, zf: zipfile.ZipFile, names: set[str]) -> None:
         prefix = self.capturefile
@@ -245,6 +300,7 @@ class _SrLayout:
             while f"{prefix}-{k}" in names:
                 chunks.append(zf.getinfo(f"{prefix}-{k}"))
                 k += 1
+        _check_layout(self.path, os.path.getsize(self.path), chunks)
         self.chunks: list[tuple[str, int, int]] = []  # (member, first sample, samples)
         total = 0
         for info in chunks:
@@ -258,6 +314,22 @@ class _SrLayout:
             self.chunks.append((info.filename, total, n))
             total += n
         self.num_samples = total
+
+
+def _check_layout(path, file_size: int, members: list[zipfile.ZipInfo]) -> None:
+    """Members hold data of their own inside the file: a directory whose entries share one
+    member's data (or point past the file's end) would have it read over and over."""
+    end = 0
+    for info in sorted(members, key=lambda i: i.header_offset):
+        if info.header_offset < end:
+            raise PcitraceError(f"zip member {info.filename!r} overlaps the member before it", path=path,
+                                where=f"zip member {info.filename}",
+                                fix="the zip directory is corrupt or crafted; re-export the capture")
+        end = info.header_offset + 30 + len(info.filename.encode()) + info.compress_size
+        if end > file_size:
+            raise PcitraceError(f"zip member {info.filename!r} runs past the end of the file "
+                                f"({end} of {file_size} bytes)", path=path, where=f"zip member {info.filename}",
+                                fix="the capture is truncated; re-copy or re-export it")
 
 
 def _read_small_big(zf, path, name) -> bytes:
@@ -342,6 +414,8 @@ def _gather_vector(buf: np.ndarray, n: int, unitsize: int, bits: Sequence[int]) 
     positions are read together as one little-endian word straight from the packed samples
     (a strided view, no per-line unpacking); ``buf`` holds n samples plus 8 spare bytes.
     A stretch ends where one 8-byte read starting at its first bit's byte would not cover it."""
+    if n == 0:
+        return np.zeros(0, np.uint64)      # (a view at a byte past the 8 spare ones does not fit)
     out = None
     for pos, width, line in _runs_of_bits(bits):
         word = np.ndarray((n,), dtype="<u8", buffer=buf, offset=pos >> 3, strides=(unitsize,))
@@ -361,40 +435,50 @@ def read_sr(path) -> Capture:
     """Open a sigrok session file as a (streamed) Capture."""
     path = os.fspath(path)
     lay = _SrLayout(path)
-    extra = lay.extra or {}
     if not lay.names:
         raise PcitraceError("the capture has no enabled logic channels", path=path,
                             where="zip member metadata",
                             fix="enable at least one logic channel when capturing")
-    tb = _sr_timebase(lay, extra, path)
+    tb = _sr_timebase(lay, lay.own, path)
     reader = _SrReader(path, lay)
     metadata = {"format": "sr", "unitsize": lay.unitsize, "sr_version": lay.version,
                 "chunk_members": len(lay.chunks)}
     if lay.analog:
         metadata["analog_channels_ignored"] = lay.analog
-    metadata.update(extra.get("metadata", {}))
-    return Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, reader.source,
-                   metadata=metadata, path=path, field_source=reader.field_source,
-                   shared_reads=lambda: _SrShared(reader))
+    metadata.update(lay.own.metadata)
+    if lay.cut is not None:
+        metadata["warnings"] = [_cut_warning(lay, tb)]
+    cap = Capture([ChannelInfo(n, 1) for n in lay.names], tb, lay.num_samples, reader.source,
+                  metadata=metadata, path=path, field_source=reader.field_source,
+                  shared_reads=lambda: _SrShared(reader))
+    reader.capture = cap
+    return cap
 
 
-def _sr_timebase(lay: _SrLayout, extra: dict, path: str) -> TimeBase:
+def _cut_warning(lay: _SrLayout, tb: TimeBase) -> str:
+    n = lay.num_samples
+    at = f"after sample {n - 1} ({tb.time_ps(n - 1) / 1e6:.3f} us)" if n else "before the first sample"
+    return (f"the zip directory is unreadable, read from the members' own headers ({lay.cut}): "
+            f"the data stops {at}, {len(lay.chunks)} whole chunk(s)")
+
+
+def _sr_timebase(lay: _SrLayout, own: OwnMeta, path: str) -> TimeBase:
     """The capture's time base: a state capture's clock (or sample timestamps), a timing
     capture's samplerate; the pcitrace metadata's figures first."""
-    start_ps = int(extra.get("start_ps", 0))
-    if extra.get("mode", "timing") == "state":
+    start_ps = own.start_ps
+    if own.mode == "state":
         ts = lay.timestamps
         if ts is not None and len(ts) != lay.num_samples:
             raise PcitraceError(f"{len(ts)} sample timestamps for {lay.num_samples} samples",
                                 path=path, where=f"zip member {TIMESTAMPS_MEMBER}",
                                 fix="re-export the capture; it was modified after writing")
-        clock = extra.get("clock_hz") or lay.samplerate
+        clock = own.clock_hz or lay.samplerate
         if ts is None and not clock:
             raise PcitraceError("state capture without a clock frequency", path=path,
                                 where="metadata samplerate",
                                 fix="set samplerate to the bus clock in the metadata")
         return TimeBase.state(clock_hz=clock, timestamps_ps=ts, start_ps=start_ps)
-    rate = extra.get("samplerate_hz") or lay.samplerate
+    rate = own.samplerate_hz or lay.samplerate
     if not rate:
         raise PcitraceError("no samplerate in the metadata", path=path,
                             where="metadata [device 1]",
@@ -413,6 +497,23 @@ class _SrReader:
         self.unitsize = lay.unitsize
         self.bit_of = dict(zip(lay.names, lay.bits))
         self.session: dict | None = None
+        self.capture: Capture | None = None     # what a damaged chunk's warning goes to
+
+    def _damaged(self, member: str, first: int, n: int, reached: int, exc: Exception) -> None:
+        """A chunk after the first one is damaged: the stream ends where the damage showed
+        and the capture's warnings say so (the chunks before it are whole). A damaged first
+        chunk leaves nothing to read: that is the error."""
+        what = f"chunk {member!r} (samples {first}..{first + n - 1}) is corrupt ({exc})"
+        if first == 0 or self.capture is None:
+            # a CRC error shows only at the member's end: name the member's samples
+            raise PcitraceError(what, path=self.path, where=f"zip member {member}",
+                                fix="the capture is damaged or truncated; re-copy or re-export it")
+        at = self.capture.timebase.time_ps(reached - 1) / 1e6
+        text = (f"{what}: the data stops after sample {reached - 1} ({at:.3f} us)"
+                + (f"; samples {first}..{reached - 1} came from the damaged chunk" if reached > first else ""))
+        warnings = self.capture.metadata.setdefault("warnings", [])
+        if text not in warnings:
+            warnings.append(text)
 
     def raw_blocks(self, start: int, stop: int, chunk: int, whole: bool = True) -> Iterator[tuple[int, bytes]]:
         """(first sample, bytes of the packed samples) blocks covering [start, stop), each
@@ -450,11 +551,8 @@ class _SrReader:
                                 acc_pos += acc_n
                                 acc, acc_n = [], 0
                 except ZIP_ERRORS as exc:
-                    raise PcitraceError(
-                        # a CRC error shows only at the member's end: name the member's samples
-                        f"chunk {member!r} (samples {first}..{first + n - 1}) is corrupt ({exc})", path=self.path,
-                        where=f"zip member {member}",
-                        fix="the capture is damaged or truncated; re-copy or re-export it") from None
+                    self._damaged(member, first, n, acc_pos + acc_n, exc)
+                    break
         if acc_n:
             yield acc_pos, b"".join(acc)
 
@@ -807,7 +905,7 @@ def write_sr(capture: Capture, path, *, chunk_bytes: int = WRITE_CHUNK_BYTES, fo
                    "metadata": _jsonable({k: v for k, v in capture.metadata.items()
                                           if k not in ("format", "unitsize", "sr_version",
                                                        "chunk_members", "changes",
-                                                       "timescale_ps")})}
+                                                       "timescale_ps", "warnings")})}
     vectors = {c.name: c.width for c in capture.channels if c.width > 1}
     if vectors:
         extra["vectors"] = vectors

@@ -165,6 +165,18 @@ class _BusSpan:
                            self.clocks, self.start_ps, self.end_ps, self.busy)
 
 
+def check_control_lines(capture, bus, profile_name: str = "profile") -> None:
+    """The decoder reads a PCI bus's five control lines on every clock: a profile that maps
+    some of them but not all is named here, with what is missing, before anything is read."""
+    from pcitrace.decode.engine import REQUIRED
+
+    missing = [s for s in REQUIRED if s not in bus.signals]
+    if missing:
+        raise PcitraceError(f"bus {bus.name!r} maps no {', '.join(missing)}; the PCI decoder needs FRAME#, "
+                            "IRDY#, TRDY#, STOP# and DEVSEL#", path=capture.path, where=f"profile {profile_name}",
+                            fix="map those signals to their channels in the channel profile")
+
+
 def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_name: str = "profile",
              progress: Callable[[int], None] | None = None, summary: dict | None = None,
              alloc: Callable[[np.dtype, int], np.ndarray] | None = None):
@@ -177,6 +189,7 @@ def iter_bus(capture, bus, *, chunk_clocks: int = DEFAULT_CHUNK_CLOCKS, profile_
     from pcitrace.capture.clocked import bus_clocks
     from pcitrace.decode.engine import GlitchScan, decode_clocks, glitch_lines, glitches
 
+    check_control_lines(capture, bus, profile_name)
     carry = None
     span = _BusSpan()
     if summary is not None:
@@ -243,7 +256,8 @@ class _BusDecode:
             self._estimated.add(dt)
             share = self.out["span"].share_of(self.capture)
             if 0 < share < 1:
-                g.reserve(int((g.n + m) / share * 1.05) + 64)
+                # a record or a data word takes a clock at least: never more than the samples
+                g.reserve(min(int((g.n + m) / share * 1.05) + 64, max(self.capture.num_samples, g.n + m)))
         return g.claim(m)
 
     def step(self) -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 
 from pcitrace import buses as bus_kinds
 from pcitrace import pipeline
+from pcitrace.capture.commands import echo_warnings
 from pcitrace.errors import PcitraceError
 from pcitrace.records import RECORD_DTYPE, to_csv, to_jsonl, write_csv, write_jsonl
 
@@ -157,6 +158,17 @@ def decode(capture, profile, buses, engine, fmt, show_findings, limit, output):
     err = Console(stderr=True)
     opened = pipeline.run(capture, profile, until="profile")
     cap, prof = opened.capture, opened.profile
+    rc = _decode_opened(capture, cap, prof, buses, engine, fmt, show_findings, limit, output, err)
+    # after the decode: a damaged chunk shows only when it is read
+    echo_warnings(capture, cap.metadata.get("warnings", []))
+    return rc
+
+
+def _decode_opened(capture, cap, prof, buses, engine, fmt, show_findings, limit, output, err) -> int:
+    """The records (or frames, or findings) of an opened capture, in ``fmt``, to ``output`` or
+    standard output."""
+    from rich.console import Console
+
     if engine == "fast" and not show_findings and fmt in ("csv", "jsonl", "parquet"):
         selected = [prof.bus(b) for b in buses] if buses else list(prof.buses)
         if not buses or any(b.is_pci for b in selected):

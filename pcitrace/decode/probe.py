@@ -27,8 +27,10 @@ PREAMBLE_BYTES: int = _lists.PREAMBLE_BYTES
 
 
 def frame_bytes_from_wire(wire_ps: np.ndarray | int, rate_mbps: int):
-    """Ethernet frame bytes from the time the frame-present line was asserted."""
-    n = (np.asarray(wire_ps, dtype=np.int64) * rate_mbps + 4_000_000) // 8_000_000 - PREAMBLE_BYTES
+    """Ethernet frame bytes from the time the frame-present line was asserted: round(wire_ps *
+    rate_mbps / 8e6) less the preamble, in two parts so that no product outgrows int64."""
+    whole, part = np.divmod(np.asarray(wire_ps, dtype=np.int64), 8_000_000)
+    n = whole * rate_mbps + (part * rate_mbps + 4_000_000) // 8_000_000 - PREAMBLE_BYTES
     return np.maximum(n, 0)
 
 

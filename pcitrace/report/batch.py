@@ -77,6 +77,8 @@ def _report(capture: str, run: pipeline.Run, with_series: bool) -> dict:
         "buses": [bus_figures(b) for b in analysis.buses.values()],
         "links": [link_figures(lc) for lc in run.chains.values()],
     }
+    if run.capture.metadata.get("warnings"):
+        out["warnings"] = list(run.capture.metadata["warnings"])
     if with_series:
         out["series"] = {name: bus_series(b) for name, b in analysis.buses.items()}
         t0 = min((b.facts.start_ps for b in analysis.buses.values()), default=0)

@@ -10,6 +10,7 @@ import click
 
 from pcitrace.analyse import AnalysisOptions
 from pcitrace.analyse.classify import RULES
+from pcitrace.capture.commands import echo_warnings
 from pcitrace.errors import PcitraceError
 
 FORMATS = ("json", "csv", "md", "html")
@@ -82,6 +83,7 @@ def report(paths, profile, fmt, output, jobs, dask_address, csr_gap_us, rule, wi
     with_series = fmt == "html"
 
     def warn(r: dict) -> None:
+        echo_warnings(r["capture"], r.get("warnings", []))
         if "error" in r:
             click.echo(f"pcitrace: error: {r['error'] if r['error'].startswith(r['capture']) else r['capture'] + ': ' + r['error']}",
                        err=True)
@@ -95,6 +97,8 @@ def report(paths, profile, fmt, output, jobs, dask_address, csr_gap_us, rule, wi
             tid = bar.add_task("", total=len(tasks))
 
             def step(r: dict) -> None:
+                for w in r.get("warnings", []):
+                    console.print(f"[yellow]warning[/yellow] {r['capture']}: {w}", highlight=False, markup=False)
                 if "error" in r:
                     console.print(f"[red]failed[/red] {r['capture']}: {r['error']}", highlight=False)
                 bar.update(tid, advance=1, description=Path(r["capture"]).name)

@@ -53,6 +53,7 @@ capture has hundreds of thousands); :func:`truth_json` writes them column by col
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
@@ -1150,9 +1151,19 @@ def write_outputs(result: SimResult, path: str | os.PathLike) -> tuple[Path, Pat
     if not cap_path.parent.exists():
         raise PcitraceError("the output directory does not exist", path=cap_path.parent,
                             fix="create it or choose another -o path")
-    write_capture(result.capture, cap_path)
-    save_profile(file_profile(result.profile, result.capture), prof_path)
-    with atomic_path(truth_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        for piece in iter_truth_json(result.truth):
-            f.write(piece)
+    written: list[Path] = []
+    try:
+        write_capture(result.capture, cap_path)
+        written.append(cap_path)
+        save_profile(file_profile(result.profile, result.capture), prof_path)
+        written.append(prof_path)
+        with atomic_path(truth_path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            for piece in iter_truth_json(result.truth):
+                f.write(piece)
+    except BaseException:
+        # the three belong together: none is left without the others
+        for p in written:
+            with contextlib.suppress(OSError):
+                p.unlink()
+        raise
     return cap_path, prof_path, truth_path

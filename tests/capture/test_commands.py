@@ -144,3 +144,50 @@ def test_summary_text_parts():
     assert _unknown_lines({"A": {"x": 1, "z": 2}}, {"clock": "CLK"}) == [
         "unknown   1 x and 2 z value changes read by the rule: active-low lines deasserted (1), other bits 0",
         "          none sampled just before CLK edges"]
+
+
+@pytest.mark.parametrize("cut", [0.1, 0.5, 0.9])
+def test_info_decode_report_on_a_cut_sr_warn_where_the_data_stops(tmp_path, capsys, cut):
+    """A real capture cut at 10/50/90 % of its bytes: decode gives the records of the whole
+    chunks before the cut, and info, decode and report say on one line where the data stops
+    (issue 18)."""
+    from tests.conftest import SAMPLES
+
+    full = open_capture(SAMPLES / "pro1000_66mhz.sr")
+    write_sr(full, tmp_path / "ok.sr", chunk_bytes=64 << 10)
+    data = (tmp_path / "ok.sr").read_bytes()
+    path = tmp_path / "cut.sr"
+    path.write_bytes(data[:int(len(data) * cut)])
+    (tmp_path / "cut.profile.toml").write_bytes((SAMPLES / "pro1000_66mhz.profile.toml").read_bytes())
+    cap = open_capture(path)
+    for argv in (["info", path], ["decode", path, "--format", "jsonl", "-o", tmp_path / "r.jsonl"],
+                 ["report", path, "--format", "json", "-o", tmp_path / "r.json"]):
+        assert main([str(a) for a in argv]) == 0
+        err = capsys.readouterr().err.strip().splitlines()
+        warn = [l for l in err if l.startswith("pcitrace: warning: ")]
+        assert len(warn) == 1 and f"the data stops after sample {cap.num_samples - 1}" in warn[0], err
+    records = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert cut > 0.5 or 0 < cap.num_samples < full.num_samples
+    last = cap.timebase.time_ps(cap.num_samples - 1)
+    assert records and all(json.loads(r)["end_ps"] <= last for r in records)
+
+
+def test_a_corrupt_second_chunk_gives_the_records_before_it(tmp_path, capsys):
+    """The second chunk of a real capture damaged: decode gives the records of the first one
+    and one warning line saying where the data stops (issue 18); a damaged first chunk is the
+    one error."""
+    from tests.conftest import SAMPLES
+
+    full = open_capture(SAMPLES / "pro1000_66mhz.sr")
+    write_sr(full, tmp_path / "ok.sr", chunk_bytes=256 << 10)
+    data = bytearray((tmp_path / "ok.sr").read_bytes())
+    second = data.find(b"logic-1-2") + len(b"logic-1-2") + 200
+    data[second:second + 64] = bytes(64)
+    path = tmp_path / "bad.sr"
+    path.write_bytes(bytes(data))
+    (tmp_path / "bad.profile.toml").write_bytes((SAMPLES / "pro1000_66mhz.profile.toml").read_bytes())
+    assert main(["decode", str(path), "--format", "jsonl", "-o", str(tmp_path / "r.jsonl")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pcitrace: warning: ") and "'logic-1-2'" in err[0], err
+    assert "the data stops after sample" in err[0]
+    assert (tmp_path / "r.jsonl").read_text().count("\n") > 0

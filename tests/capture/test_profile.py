@@ -104,6 +104,15 @@ def test_toml_round_trip(tmp_path):
     ("bus = 3\n", "bus"),
     ("[[bus]]\nname='a'\n[bus.signals]\nframe_n='F'\n[[bus]]\nname='a'\n[bus.signals]\nframe_n='G'\n", "duplicate"),
     ("[[bus\n", "TOML"),
+    # issue 18: each was a Python exception
+    ("[[bus]]\nname='a'\n[bus.signals]\nframe_n='F'\n[bus.nic]\nbars=true\n", "bars"),
+    ("[[bus]]\nname='a'\n[bus.signals]\nframe_n='F'\n[bus.nic]\nbars=5\n", "bars"),
+    ("[[bus]]\nname='a'\n[bus.signals]\nframe_n='F'\n[bus.nic]\nbars=[[0, 18446744073709551616]]\n", "bars"),
+    ("[[bus]]\nname='a'\n[bus.signals]\nframe_n='F'\n[bus.nic]\nbars=[[true, 5]]\n", "bars"),
+    ("[[bus]]\nname='a'\n[bus.signals]\nclk=5\nframe_n='F'\n", "clk"),
+    ("[[bus]]\nname='a'\nlink_bps=" + "9" * 400 + "\n[bus.signals]\nframe_n='F'\n", "link_bps"),
+    ("[[bus]]\nname='a'\nlink_bps=1e300\n[bus.signals]\nframe_n='F'\n", "link_bps"),
+    ("[[bus]]\nname='a'\nclock_hz=1e-300\n[bus.signals]\nframe_n='F'\n", "clock_hz"),
 ])
 def test_bad_profiles_name_file_and_place(tmp_path, text, match):
     path = tmp_path / "bad.profile.toml"
@@ -312,14 +321,14 @@ def test_parse_kind_mode_picks_pcix_and_is_refused_on_a_probe():
         _parse_kind(None, "w", "usb", None)
 
 
-@pytest.mark.parametrize("value", [0, -1, True, float("inf"), float("nan"), "66e6"])
+@pytest.mark.parametrize("value", [0, -1, True, float("inf"), float("nan"), "66e6", 10**400, 1e300])
 def test_parse_rate_refuses_what_is_not_a_rate(value):
     from pcitrace.capture.profile import _parse_rate
 
-    with pytest.raises(PcitraceError, match="is not a bit rate"):
-        _parse_rate("p.toml", "[[bus]] 'x' link_bps", "link_bps", value, "a bit rate")
-    assert _parse_rate(None, "w", "clock_hz", 66e6, "a frequency in Hz") == 66e6
-    assert _parse_rate(None, "w", "clock_hz", None, "a frequency in Hz") is None
+    with pytest.raises(PcitraceError, match="is not a bit rate in 1 .. 1e"):
+        _parse_rate("p.toml", "[[bus]] 'x' link_bps", "link_bps", value, "a bit rate", 1, 1e15)
+    assert _parse_rate(None, "w", "clock_hz", 66e6, "a frequency in Hz", 1, 1e13) == 66e6
+    assert _parse_rate(None, "w", "clock_hz", None, "a frequency in Hz", 1, 1e13) is None
 
 
 def test_parse_nic_names_the_bad_bar():

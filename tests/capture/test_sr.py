@@ -198,9 +198,10 @@ def _valid(tmp_path) -> bytes:
 
 
 def test_truncated_zip(tmp_path):
+    """Cut inside its only chunk: no whole chunk of samples is left."""
     data = _valid(tmp_path)
     bad = tmp_path / "cut.sr"
-    bad.write_bytes(data[: len(data) // 2])
+    bad.write_bytes(data[: data.find(b"logic-1-1") + 20])
     with pytest.raises(PcitraceError) as e:
         open_capture(bad)
     assert "cut.sr" in str(e.value) and "zip" in str(e.value)
@@ -802,10 +803,171 @@ def test_shared_reads_session_opens_once_and_nested_shares_nothing(tmp_path):
 def test_sr_timebase_needs_a_rate():
     from types import SimpleNamespace
 
+    from pcitrace.capture.meta import OwnMeta
     from pcitrace.capture.sr import _sr_timebase
     lay = SimpleNamespace(samplerate=None, timestamps=None, num_samples=4)
     with pytest.raises(PcitraceError, match="no samplerate"):
-        _sr_timebase(lay, {}, "x.sr")
+        _sr_timebase(lay, OwnMeta(), "x.sr")
     with pytest.raises(PcitraceError, match="without a clock"):
-        _sr_timebase(lay, {"mode": "state"}, "x.sr")
-    assert _sr_timebase(lay, {"mode": "state", "clock_hz": 66e6}, "x.sr").clock_hz == 66e6
+        _sr_timebase(lay, OwnMeta(mode="state"), "x.sr")
+    assert _sr_timebase(lay, OwnMeta(mode="state", clock_hz=66e6), "x.sr").clock_hz == 66e6
+
+
+# -- typed metadata (issue 18: each field of the sigrok metadata and of pcitrace.json typed once) --
+
+def _sr_with(tmp_path, extra=None, rate="1 MHz", meta_extra="", members=None):
+    files = {"version": b"2", "metadata": metadata(["A"], 1, rate=rate, extra=meta_extra),
+             "logic-1-1": bytes([0, 1] * 50)}
+    if extra is not None:
+        files[EXTRA_MEMBER] = extra if isinstance(extra, bytes) else json.dumps(extra).encode()
+    files.update(members or {})
+    make_sr(tmp_path / "x.sr", files)
+    return tmp_path / "x.sr"
+
+
+@pytest.mark.parametrize("extra", [
+    "state", [1, 2], {"metadata": 1.5}, {"metadata": [["a"]]}, {"start_ps": [1]}, {"start_ps": "é"},
+    {"start_ps": 2**70}, {"samplerate_hz": [1]}, {"samplerate_hz": "None"}, {"samplerate_hz": 1e-320},
+    {"mode": "state", "clock_hz": "clock_hz"}, {"mode": "state", "clock_hz": {}}, {"mode": "state", "clock_hz": 1e300},
+    {"metadata": {"end_ps": float("nan")}}, {"timestamps": "yes"}])
+def test_wrong_types_in_own_metadata_are_one_error(tmp_path, extra):
+    with pytest.raises(PcitraceError, match=EXTRA_MEMBER):
+        c = open_capture(_sr_with(tmp_path, extra))
+        c.duration_ps, c.timebase.time_ps(c.num_samples - 1)
+
+
+@pytest.mark.parametrize("rate", ["1e-300 Hz", "1e300", "0.0000001 Hz", "1e30 THz"])
+def test_samplerates_past_the_time_arithmetic_are_refused(tmp_path, rate):
+    with pytest.raises(PcitraceError, match="sample rate"):
+        c = open_capture(_sr_with(tmp_path, rate=rate))
+        c.duration_ps, c.timebase.time_ps(c.num_samples - 1)
+
+
+def test_total_analog_that_is_not_a_number(tmp_path):
+    with pytest.raises(PcitraceError, match="total analog"):
+        open_capture(_sr_with(tmp_path, meta_extra="total analog=x"))
+
+
+@pytest.mark.parametrize("ts", [np.array(["a", "b"]), np.array([1.5, 2.5]), np.zeros((2, 2), np.int64),
+                                np.array([2**63, 2**63 + 1], np.uint64)])
+def test_timestamps_of_the_wrong_kind(tmp_path, ts):
+    import io as _io
+    bio = _io.BytesIO()
+    np.save(bio, ts, allow_pickle=False)
+    extra = {"mode": "state", "timestamps": True}
+    with pytest.raises(PcitraceError, match="timestamps"):
+        open_capture(_sr_with(tmp_path, extra, members={"pcitrace-timestamps.npy": bio.getvalue()}))
+
+
+def test_zip_version_zipfile_cannot_read(tmp_path):
+    path = _sr_with(tmp_path)
+    data = bytearray(path.read_bytes())
+    i = data.find(b"PK\x01\x02")
+    struct.pack_into("<H", data, i + 6, 215)          # "version needed to extract" 21.5
+    path.write_bytes(bytes(data))
+    # zipfile refuses the directory; the members are read from their own headers
+    c = open_capture(path)
+    assert c.num_samples == 100 and "version 21.5" in c.metadata["warnings"][0]
+
+
+def test_own_metadata_is_typed_once(tmp_path):
+    c = open_capture(_sr_with(tmp_path, {"mode": "state", "clock_hz": 33e6, "start_ps": 5,
+                                         "metadata": {"trigger_sample": 3, "note": "hi"}}))
+    assert c.timebase.mode == "state" and c.timebase.clock_hz == 33e6 and c.timebase.start_ps == 5
+    assert c.metadata["trigger_sample"] == 3 and c.metadata["note"] == "hi"
+
+
+def test_clocked_vector_above_byte_8_in_a_block_without_clock_edge(tmp_path):
+    """A well-formed timing capture: a block with no rising clock edge holds no samples to
+    unpack, and a vector whose bits start past the 8 spare bytes must not make a strided view
+    reach outside that empty block (numpy raised 'strides is incompatible' there)."""
+    n = 4000
+    clk = np.zeros(n, np.uint8)
+    clk[3000:] = np.arange(1000) % 2                 # the first blocks hold no edge at all
+    cols = {f"P{i}": np.zeros(n, np.uint8) for i in range(80)}      # push AD past byte 8
+    ad = np.arange(n, dtype=np.uint64) * np.uint64(0x0101010101)
+    cap = Capture.from_arrays({**cols, "CLK": clk, **{f"AD{i}": (ad >> np.uint64(i)) & np.uint64(1)
+                                                      for i in range(40)}}, TimeBase.timing(100e6))
+    write_sr(cap, tmp_path / "t.sr")
+    sr = open_capture(tmp_path / "t.sr")
+    chunks = list(sr.iter_fields({"ad": [f"AD{i}" for i in range(40)]}, chunk_samples=512, clock="CLK"))
+    got = np.concatenate([c["ad"] for c in chunks])
+    edges = np.flatnonzero((clk[1:] == 1) & (clk[:-1] == 0)) + 1
+    assert got.tolist() == (ad[edges] & np.uint64((1 << 40) - 1)).tolist()
+
+
+def test_probe_name_continued_on_a_second_line_is_refused(tmp_path):
+    """An INI continuation line makes a channel name with a line break, which then ran over
+    two lines of an error message (issue 18)."""
+    with pytest.raises(PcitraceError, match="probe2") as e:
+        open_capture(_sr_with(tmp_path, meta_extra="probe2=B\n  continuation\n"))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("ts", [[0, 5, 3], [-(2**62), 2**62, 2**62]])
+def test_timestamps_must_go_forward_within_the_time_range(tmp_path, ts):
+    """Sample times that go back, or span more than int64 picoseconds can subtract, are refused
+    (a frame's wire time overflowed from them; issue 18)."""
+    import io as _io
+    bio = _io.BytesIO()
+    np.save(bio, np.array(ts, np.int64), allow_pickle=False)
+    with pytest.raises(PcitraceError, match="timestamps"):
+        open_capture(_sr_with(tmp_path, {"mode": "state", "timestamps": True},
+                              members={"pcitrace-timestamps.npy": bio.getvalue()}))
+
+
+def _alias_chunks(path, copies: int) -> None:
+    """Add central directory entries logic-1-2..copies+1 that all point at logic-1-1's data."""
+    data = bytearray(path.read_bytes())
+    eocd = data.rfind(b"PK\x05\x06")
+    cd_size, cd_off = struct.unpack_from("<II", data, eocd + 12)
+    cd = bytes(data[cd_off:cd_off + cd_size])
+    i = cd.find(b"PK\x01\x02")
+    entries, target = [], None
+    while i >= 0 and i < len(cd):
+        n, m, k = struct.unpack_from("<HHH", cd, i + 28)
+        entry = cd[i:i + 46 + n + m + k]
+        entries.append(entry)
+        if entry[46:46 + n] == b"logic-1-1":
+            target = entry
+        i += 46 + n + m + k
+    new = list(entries)
+    for j in range(2, copies + 2):
+        name = f"logic-1-{j}".encode()
+        e = bytearray(target[:46]) + name
+        struct.pack_into("<H", e, 28, len(name))
+        struct.pack_into("<HH", e, 30, 0, 0)
+        new.append(bytes(e))
+    body = b"".join(new)
+    end = bytearray(data[eocd:eocd + 22])
+    struct.pack_into("<HHII", end, 8, len(new), len(new), len(body), cd_off)
+    path.write_bytes(bytes(data[:cd_off]) + body + bytes(end))
+
+
+def test_members_sharing_their_data_are_refused(tmp_path):
+    """A small zip whose 100 entries all point at one member would read that member 100 times
+    over (issue 18): members are bounded against the file, and may not overlap."""
+    path = _sr_with(tmp_path)
+    _alias_chunks(path, 99)
+    assert len(zipfile.ZipFile(path).namelist()) > 100
+    with pytest.raises(PcitraceError, match="overlap") as e:
+        open_capture(path)
+    assert "x.sr" in str(e.value)
+
+
+@pytest.mark.parametrize("cut", [0.1, 0.5, 0.9])
+def test_a_cut_sr_gives_the_whole_chunks_before_the_cut(tmp_path, cut):
+    """An .sr cut at 10/50/90 % of its bytes loses its zip directory; the whole chunks before
+    the cut are read and a warning says where the data stops (issue 18)."""
+    n = 20000
+    a = (np.arange(n) // 7) % 2
+    cap = Capture.from_arrays({"A": a, "B": np.arange(n) % 3 == 0}, TimeBase.timing(1e6))
+    write_sr(cap, tmp_path / "ok.sr", chunk_bytes=1000)
+    data = (tmp_path / "ok.sr").read_bytes()
+    (tmp_path / "cut.sr").write_bytes(data[:int(len(data) * cut)])
+    got = open_capture(tmp_path / "cut.sr")
+    whole = got.num_samples
+    assert 0 < whole <= n and whole % 1000 == 0 and (whole < n or cut > 0.5)
+    assert got.read(["A"])["A"].tolist() == a[:whole].tolist()
+    (warning,) = got.metadata["warnings"]
+    assert f"the data stops after sample {whole - 1} ({(whole - 1) / 1e6 * 1e6:.3f} us)" in warning

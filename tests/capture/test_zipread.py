@@ -128,3 +128,26 @@ def test_members_zipfile_cannot_read_are_capture_errors(tmp_path, what):
         p.write_bytes(bytes(raw))
     with pytest.raises(PcitraceError, match="logic-1-1"):
         read_sr(p).read(["L0"])
+
+
+@pytest.mark.parametrize("force_zip64", [False, True])
+def test_salvage_lists_the_whole_members_before_a_cut(tmp_path, force_zip64):
+    """A zip cut inside its third member: the first two are listed from their local headers
+    (ZIP64 ones too) and read back whole; the walk says where it stopped."""
+    from pcitrace.capture._zipread import salvage
+    from pcitrace.capture._zipwrite import ZipWriter
+
+    parts = {"a": b"x" * 5000, "b": bytes(range(256)) * 40, "c": b"z" * 9000}
+    with open(tmp_path / "z.zip", "wb") as fp:
+        zw = ZipWriter(fp, force_zip64=force_zip64)
+        for name, data in parts.items():
+            zw.add(name, data)
+        zw.finish()
+    data = (tmp_path / "z.zip").read_bytes()
+    third = data.find(b"PK\x03\x04", data.find(b"PK\x03\x04", data.find(b"PK\x03\x04") + 4) + 4)
+    (tmp_path / "cut.zip").write_bytes(data[:third + 36])
+    kept = salvage(tmp_path / "cut.zip")
+    assert kept.namelist() == ["a", "b"] and "is cut at byte" in kept.stop
+    for name in ("a", "b"):
+        with kept.open(kept.getinfo(name)) as f:
+            assert f.read(1 << 20) == parts[name]

@@ -414,3 +414,38 @@ def test_streamed_buses_advance_together_when_one_has_no_transactions(tmp_path, 
     assert len(opened) == len(set(opened))                  # every member inflated once
     assert len(streamed) > 10                                # released as they came
     assert diff_records(decode_capture(cap, prof).records, np.concatenate(streamed)) == []
+
+
+@pytest.mark.parametrize("engine", ["fast", "stream"])
+def test_profile_mapping_frame_but_not_irdy_names_what_is_missing(engine):
+    """A PCI bus needs its five control lines; a profile mapping FRAME# alone was a KeyError
+    'irdy_n' deep in the decoder (issue 18). The error names the bus and the missing lines."""
+    from pcitrace.decode import iter_records
+    n = 64
+    cap = Capture.from_arrays({"CLK": np.arange(n) % 2, "FRAME#": np.ones(n), "TRDY#": np.ones(n)},
+                              TimeBase.timing(100e6))
+    prof = Profile([BusProfile("send", signals={"clk": "CLK", "frame_n": "FRAME#", "trdy_n": "TRDY#"})])
+    with pytest.raises(PcitraceError) as e:
+        if engine == "fast":
+            decode_capture(cap, prof)
+        else:
+            list(iter_records(cap, prof))
+    msg = str(e.value)
+    assert "'send'" in msg and "irdy_n, stop_n, devsel_n" in msg and "\n" not in msg
+
+
+def test_the_first_estimate_of_the_output_is_bounded_by_the_capture():
+    """The rest of a capture is guessed as busy as its first chunk with output; a tiny share
+    read off a damaged time base asked for 1 GiB at once (issue 18). A record or a data word
+    takes a clock at least, so the guess never exceeds the capture's samples."""
+    from types import SimpleNamespace
+
+    from pcitrace.decode import _BusDecode, _Grow
+    from pcitrace.decode.records import RECORD_DTYPE
+
+    d = _BusDecode.__new__(_BusDecode)
+    d.capture = SimpleNamespace(num_samples=5000)
+    d.recs, d.words, d._estimated = _Grow(RECORD_DTYPE), _Grow(RECORD_DTYPE), set()
+    d.out = {"span": SimpleNamespace(share_of=lambda capture: 1e-9)}
+    assert len(d._alloc(RECORD_DTYPE, 10)) == 10
+    assert len(d.recs.buf) <= 5000

@@ -219,3 +219,12 @@ def test_chunks_api_handles_empty_chunks_and_no_frames():
     out = decode_probe_chunks([(0, t[:0], {"frame_present": np.zeros(0, np.uint8)}),
                                (0, t, {"frame_present": np.zeros(10, np.uint8)})])
     assert out.dtype == FRAME_DTYPE and len(out) == 0
+
+
+def test_frame_bytes_from_wire_holds_any_int64_wire_time():
+    """A long wire time times the rate overflowed int64 (issue 18): the figure is exact for
+    every wire time an int64 holds."""
+    big = 2**62 + 12_345
+    assert int(frame_bytes_from_wire(big, 10_000)) == (big * 10_000 + 4_000_000) // 8_000_000 - 8
+    assert frame_bytes_from_wire(np.array([big, 11_632_000]), 1000).tolist() == \
+        [(big * 1000 + 4_000_000) // 8_000_000 - 8, 1446]
