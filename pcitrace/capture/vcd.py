@@ -17,7 +17,7 @@ wider than ``meta.MAX_VECTOR_BITS``, times past int64 picoseconds: the error nam
 pywellen's messages become one line. A dump cut inside its last line (a value change, or a
 ``#time`` that reads earlier than the one before) is read up to that line, and a VCD pcitrace
 wrote that stops before its declared last sample keeps the samples before its last timestamp;
-``metadata["truncated"]`` says where the data stops.
+``metadata["warnings"]`` says where the data stops.
 
 Unknown values (the documented rule)
 ------------------------------------
@@ -692,14 +692,14 @@ def read_vcd(path) -> Capture:
         metadata["skipped_vars"] = wave.skipped
     stops = [x for x in (end.stops, grid.stops) if x]
     if stops:
-        metadata["truncated"] = "; ".join(stops)
+        metadata["warnings"] = ["; ".join(stops)]      # shown by info, decode and report, as for .sr
     return VcdCapture(chans, times, values, metadata, path, masks, grid_rate=grid.rate, mode=grid.mode,
                       start_ps=grid.start_ps, num_samples=grid.num_samples,
                       sample_times=grid.sample_times)
 
 
 # What the reader works out itself; a pcitrace comment's metadata does not replace it.
-_READER_FACTS = ("format", "timescale_ps", "changes", "unknown_counts", "skipped_vars", "truncated")
+_READER_FACTS = ("format", "timescale_ps", "changes", "unknown_counts", "skipped_vars", "warnings")
 
 
 def _check_identifiers(plain: str, body_start: int, declared: set[str], path) -> None:
@@ -1008,7 +1008,7 @@ def _vcd_comment(capture: Capture) -> dict:
         extra["sample_clock"] = True
     meta = {k: v for k, v in capture.metadata.items()
             if k not in ("format", "unknown_counts", "changes", "timescale_ps", "unitsize",
-                         "sr_version", "chunk_members")}
+                         "sr_version", "chunk_members", "warnings")}
     try:
         json.dumps(meta)
         extra["metadata"] = meta

@@ -290,14 +290,14 @@ def test_a_vcd_cut_in_the_middle_of_a_line_reads_up_to_the_cut_and_says_where(tm
     text = HEADER.format(ts="1ns") + BODY + "b01"          # a vector change cut short
     cap = open_capture(write(tmp_path, text, "cut.vcd"))
     assert cap.change_times("clk")[1].tolist() == [0, 1, 0, 1, 0, 1]
-    assert "middle of a line" in cap.metadata["truncated"] and "#30" in cap.metadata["truncated"]
+    assert "middle of a line" in cap.metadata["warnings"][0] and "#30" in cap.metadata["warnings"][0]
     # a timestamp cut short reads as an earlier time: left out, not "time goes backwards"
     cap = open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY + "0!\n#3", "cut2.vcd"))
-    assert cap.change_times("clk")[1].tolist() == [0, 1, 0, 1, 0, 1, 0] and "#30" in cap.metadata["truncated"]
+    assert cap.change_times("clk")[1].tolist() == [0, 1, 0, 1, 0, 1, 0] and "#30" in cap.metadata["warnings"][0]
     # a last timestamp without a newline ends the dump there; it may have been cut, which is said
     cap = open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY.rstrip("\n"), "ok.vcd"))
-    assert cap.duration_ps == 30_000 and "may have been cut" in cap.metadata["truncated"]
-    assert "truncated" not in open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY, "whole.vcd")).metadata
+    assert cap.duration_ps == 30_000 and "may have been cut" in cap.metadata["warnings"][0]
+    assert "warnings" not in open_capture(write(tmp_path, HEADER.format(ts="1ns") + BODY, "whole.vcd")).metadata
 
 
 def test_a_vcd_we_wrote_that_stops_early_keeps_its_samples_and_says_where(tmp_path):
@@ -312,7 +312,7 @@ def test_a_vcd_we_wrote_that_stops_early_keeps_its_samples_and_says_where(tmp_pa
     cut.write_text("".join(lines[:stamps[len(stamps) // 2] + 1]))
     got = open_capture(cut)
     assert 0 < got.num_samples < 1000
-    assert "sample" in got.metadata["truncated"] and "1000" in got.metadata["truncated"]
+    assert "sample" in got.metadata["warnings"][0] and "1000" in got.metadata["warnings"][0]
     want = next(cap.iter_chunks(["A"], chunk_samples=1000)).data["A"][:got.num_samples]
     assert np.array_equal(next(got.iter_chunks(["A"], chunk_samples=1000)).data["A"], want)
 
@@ -343,7 +343,7 @@ def test_a_vcd_cut_at_some_percent_decodes_the_records_before_the_cut(tmp_path, 
     for p in (whole, cut) if written else ():    # (a plain dump's channel names keep their scopes: auto-detected)
         p.with_suffix(".profile.toml").write_text((SAMPLES / "violations.profile.toml").read_text())
     part = open_capture(cut)
-    stops = part.metadata["truncated"]
+    stops = part.metadata["warnings"][0]
     assert "\n" not in stops and ("byte" in stops or "sample" in stops)
     safe = part.timebase.start_ps + part.duration_ps - 2_000_000       # records done 2 us before the cut
     want = _records_before(whole, tmp_path, safe)
