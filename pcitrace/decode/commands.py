@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -218,17 +219,25 @@ def _decode_opened(capture, cap, prof, buses, engine, fmt, show_findings, limit,
 
 
 def _record_chunks(cap, profile, buses, err_console):
-    from pcitrace.decode import iter_records
-
+    """The records chunk by chunk, through the pipeline's streamed decode stage (its error
+    policy), with a progress bar on a terminal."""
     if not err_console.is_terminal:
-        yield from iter_records(cap, profile, buses=buses)
+        yield from pipeline.stream_records(cap, profile, buses=buses)[1]
         return
+    with _progress(err_console) as advance:
+        yield from pipeline.stream_records(cap, profile, buses=buses, progress=advance)[1]
+
+
+@contextlib.contextmanager
+def _progress(err_console):
+    """A transient 'decoding ... clocks' bar; yields the pipeline's progress callback."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    # buses x clocks is only known once decoding is done
     with Progress(TextColumn("decoding"), BarColumn(), TextColumn("{task.completed:,} clocks"),
                   TimeElapsedColumn(), console=err_console, transient=True) as prog:
         task = prog.add_task("decode", total=None)
-        yield from iter_records(cap, profile, buses=buses, progress=lambda k: prog.advance(task, k))
+        yield lambda stage, k: prog.advance(task, k)
 
 
 def _stream(cap, profile, buses, fmt, output, err_console) -> None:
@@ -260,11 +269,5 @@ def _run(cap, profile, buses, engine, err_console):
     """The decoded capture (through the pipeline), with a progress bar on a terminal."""
     if not err_console.is_terminal:
         return pipeline.run(cap, profile, until="decode", buses=buses, engine=engine).decoded
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    # buses x clocks is only known once decoding is done
-    with Progress(TextColumn("decoding"), BarColumn(), TextColumn("{task.completed:,} clocks"),
-                  TimeElapsedColumn(), console=err_console, transient=True) as prog:
-        task = prog.add_task("decode", total=None)
-        return pipeline.run(cap, profile, until="decode", buses=buses, engine=engine,
-                            progress=lambda stage, k: prog.advance(task, k)).decoded
+    with _progress(err_console) as advance:
+        return pipeline.run(cap, profile, until="decode", buses=buses, engine=engine, progress=advance).decoded
