@@ -163,8 +163,9 @@ def _channel_lines(channels: list[dict], unk: dict) -> list[str]:
 
 def _bus_lines(b: dict) -> list[str]:
     """A bus: kind, width and clock; its signals; inverted lines; the NIC's lines and BARs."""
-    if not bus_kinds.kind(b["kind"]).is_pci:
-        head = f"  {b['name']}: GbE probe, {_si(b['link_bps'] or 0, 'b/s')}"
+    kind = bus_kinds.kind(b["kind"])
+    if not kind.is_pci:
+        head = f"  {b['name']}: {kind.title}, {_si(b['link_bps'] or 0, 'b/s')}"
     else:
         clk = (f"clock {b['clock']}" if b["clock"] else
                f"clock {_si(b['clock_hz'], 'Hz')}" if b["clock_hz"] else "no clock")
