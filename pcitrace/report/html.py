@@ -195,9 +195,21 @@ def _link_section(r: dict, lk: dict) -> str:
     return f'<h3>link {_e(lk["name"])}</h3>{meta}<table>{"".join(rows)}</table>{plot}'
 
 
-_OVERVIEW = ["capture", "bus", "width / clock"] + [header(n) for n in (
-    "occupancy", "packets", "csr_setup_us", "data_dma_us", "interrupt_delay_us", "packets_per_interrupt",
-    "throughput_mbit_s")]
+def _median(name: str, digits: int = 3):
+    return lambda b: _f(_get(b, FIGURES[name].where)["median"], digits)
+
+
+# Overview table: (header, cell of a bus figures dict), each column's two halves in one place.
+_OVERVIEW = [
+    ("width / clock", lambda b: f'{b["width"]}-bit {_f(b["clock_mhz"], 1)} MHz'),
+    (header("occupancy"), lambda b: _pct(b["occupancy"])),
+    (header("packets"), lambda b: str(b["packets"])),
+    (header("csr_setup_us"), _median("csr_setup_us")),
+    (header("data_dma_us"), _median("data_dma_us")),
+    (header("interrupt_delay_us"), _median("interrupt_delay_us", 2)),
+    (header("packets_per_interrupt"), _median("packets_per_interrupt", 1)),
+    (header("throughput_mbit_s"), lambda b: _f(b["throughput_mbit_s"], 1)),
+]
 
 
 def to_html(results: list[dict], options: dict | None = None, title: str = "pcitrace report") -> str:
@@ -209,14 +221,12 @@ def to_html(results: list[dict], options: dict | None = None, title: str = "pcit
              f'<p class="meta">{len(ok)} captures analysed, {len(bad)} failed · generated {doc["generated"]} · '
              f'schema {doc["schema"]}</p>']
     # Overview.
-    ov = ["<tr>" + "".join(f"<th>{_e(h)}</th>" for h in _OVERVIEW) + "</tr>"]
+    heads = ["capture", "bus"] + [h for h, _ in _OVERVIEW]
+    ov = ["<tr>" + "".join(f"<th>{_e(h)}</th>" for h in heads) + "</tr>"]
     for r in ok:
         for b in r.get("buses", []):
             ov.append(f'<tr><td class="l">{_e(r["capture"])}</td><td class="l">{_e(b["name"])}</td>'
-                      f'<td>{b["width"]}-bit {_f(b["clock_mhz"], 1)} MHz</td><td>{_pct(b["occupancy"])}</td>'
-                      f'<td>{b["packets"]}</td><td>{_f(b["csr_setup_us"]["median"])}</td>'
-                      f'<td>{_f(b["data_dma_us"]["median"])}</td><td>{_f(b["interrupt_delay_us"]["median"], 2)}</td>'
-                      f'<td>{_f(b["packets_per_interrupt"]["median"], 1)}</td><td>{_f(b["throughput_mbit_s"], 1)}</td></tr>')
+                      + "".join(f"<td>{_e(cell(b))}</td>" for _, cell in _OVERVIEW) + "</tr>")
     parts.append("<h2>Overview</h2><table>" + "".join(ov) + "</table>")
     if bad:
         parts.append('<h2 class="err">Captures that could not be analysed</h2><ul>'
