@@ -43,7 +43,7 @@ def capture_summary(path: str, profile_path: str | None = None) -> dict:
     """Everything `info` shows, as plain data."""
     from pcitrace.capture import open_capture
     from pcitrace.capture.clocked import find_clocks
-    from pcitrace.capture.profile import detect_profile, load_profile, sidecar_profile_path
+    from pcitrace.capture.profile import find_profile
 
     cap = open_capture(path)
     tb = cap.timebase
@@ -56,15 +56,7 @@ def capture_summary(path: str, profile_path: str | None = None) -> dict:
     else:
         tbd = {"mode": "timing", "samplerate_hz": tb.samplerate_hz}
     clocks = find_clocks(cap)
-    if profile_path:
-        prof = load_profile(profile_path)
-        source = profile_path
-    else:
-        side = sidecar_profile_path(cap.path)
-        if side is not None:
-            prof, source = load_profile(side), str(side)
-        else:
-            prof, source = detect_profile(cap), "auto-detected"
+    prof, source = find_profile(cap, profile_path or None)      # a capture with no bus is still shown
     prof.check(cap)
     at_clock = {}
     if clocks and hasattr(cap, "unknown_mask"):

@@ -38,6 +38,7 @@ from pathlib import Path
 from pcitrace import buses
 from pcitrace.buses import BusKind
 from pcitrace.capture._atomic import atomic_path
+from pcitrace.capture.formats import stem
 from pcitrace.capture.meta import MAX_RATE_HZ, MIN_RATE_HZ
 from pcitrace.capture.model import Capture
 from pcitrace.errors import PcitraceError
@@ -463,33 +464,34 @@ def sidecar_profile_path(capture_path) -> Path | None:
     if not capture_path:
         return None
     p = Path(capture_path)
-    name = p.name
-    for ext in (".vcd.gz", ".vcd", ".sr"):
-        if name.lower().endswith(ext):
-            cand = p.with_name(name[: -len(ext)] + ".profile.toml")
-            return cand if cand.exists() else None
-    return None
+    name = stem(p)
+    if name is None:
+        return None
+    cand = p.with_name(name + ".profile.toml")
+    return cand if cand.exists() else None
+
+
+def find_profile(capture: Capture, path=None) -> tuple[Profile, str]:
+    """The profile to use and where it came from: ``path``; else NAME.profile.toml beside the
+    capture; else detection ('auto-detected'). Not yet checked against the capture."""
+    if path is not None:
+        return load_profile(path), str(path)
+    side = sidecar_profile_path(capture.path)
+    if side is not None:
+        return load_profile(side), str(side)
+    return detect_profile(capture), "auto-detected"
 
 
 def resolve_profile(capture: Capture, path=None) -> Profile:
-    """The profile to use: ``path``; else NAME.profile.toml beside the capture; else detection.
-
-    The result is checked against the capture (missing channels are errors naming them).
-    """
-    if path is not None:
-        prof = load_profile(path)
-    else:
-        side = sidecar_profile_path(capture.path)
-        if side is not None:
-            prof = load_profile(side)
-        else:
-            prof = detect_profile(capture)
-            if not prof.buses:
-                raise PcitraceError(
-                    "no bus found among the channel names "
-                    f"({', '.join(capture.channel_names[:12])}{'...' if len(capture.channels) > 12 else ''})",
-                    path=capture.path, where="auto-detection",
-                    fix="write a channel profile (TOML) and pass it with --profile")
+    """The profile to use (find_profile), checked against the capture: missing channels are
+    errors naming them, and a capture where detection finds no bus is one too."""
+    prof, source = find_profile(capture, path)
+    if source == "auto-detected" and not prof.buses:
+        raise PcitraceError(
+            "no bus found among the channel names "
+            f"({', '.join(capture.channel_names[:12])}{'...' if len(capture.channels) > 12 else ''})",
+            path=capture.path, where="auto-detection",
+            fix="write a channel profile (TOML) and pass it with --profile")
     prof.check(capture)
     return prof
 
