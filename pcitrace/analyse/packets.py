@@ -262,7 +262,7 @@ def _unknown_direction_kinds(transfers: np.ndarray, groups: np.ndarray, busy: Bu
     # the doorbells (_doorbell_fetches).
     routines = send_routines(groups, records, classes, np.ones(ds.size, bool), ds, search_groups=plain_groups,
                              busy=busy, prompt_gap_ps=csr_gap_ps, have_ad=have_ad)
-    if routines is not None:
+    if routines is not None and routines["setup"].any():
         fetch = _doorbell_fetches(transfers, unk, routines, records, busy, period_ps, descriptor_gap_ps)
         transfers["kind"][unk] = np.where(fetch, DESCRIPTOR, STATUS)
     return routines, True
