@@ -59,6 +59,18 @@ def _idle_between(a_end: np.ndarray, b_start: np.ndarray, period_ps: float, busy
     return idle
 
 
+def resumed(bursts: np.ndarray, period_ps: float, busy: BusyTime | None, gap_ps: float) -> np.ndarray:
+    """Per burst, whether the next burst in its direction came within ``gap_ps`` of bus idle time."""
+    out = np.zeros(bursts.size, bool)
+    d = bursts["direction"]
+    for dv in np.unique(d).tolist():
+        sel = np.flatnonzero(d == dv)
+        if sel.size > 1:
+            out[sel[:-1]] = _idle_between(bursts["end_ps"][sel[:-1]], bursts["start_ps"][sel[1:]], period_ps,
+                                          busy) <= gap_ps
+    return out
+
+
 def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, gap_ps: float,
                     period_ps: float, max_control_bytes: int, busy: BusyTime | None,
                     descriptor_bytes: int = 16) -> tuple[set, np.ndarray]:
@@ -108,7 +120,7 @@ def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.n
 
 def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
                   gap_ps: float, period_ps: float, max_control_bytes: int,
-                  busy: BusyTime | None = None, descriptor_bytes: int = 16) -> np.ndarray:
+                  busy: BusyTime | None = None, descriptor_bytes: int = 16, nic_burst: int = 0) -> np.ndarray:
     """Transfer number per burst (numbered in order of first burst).
 
     NICs interleave: a descriptor fetch for the next frame may fall between two bursts of this
@@ -122,7 +134,9 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     the rest of the buffer (the transfer's last burst) when no burst follows it at once, or
     when it does not have the shape of one of the NIC's control transfers (_control_shapes);
     otherwise it is an interleaved descriptor fetch / write-back and stands alone (so does
-    every small burst followed at once when no control shape is known).
+    every small burst followed at once when no control shape is known). Where the NIC ends its
+    own bursts at ``nic_burst`` bytes (checks.nic_ended_size), a burst of that size it ended
+    itself leaves the buffer open as a cut one does.
     """
     m = rec.size
     tid = np.empty(m, np.int64)
@@ -191,7 +205,7 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
             if have_ad:
                 adv = bcount[i] if term[i] == "split_response" and bcount[i] > 0 else nbytes[i]
                 expect[(dirs[i], addr[i] + adv)] = t
-            elif term[i] in _TARGET_ENDED:
+            elif term[i] in _TARGET_ENDED or (nic_burst and nbytes[i] == nic_burst):
                 open_by_dir[dirs[i]] = t
             elif open_by_dir.get(dirs[i], -1) == t or not (nbytes[i] <= max_control_bytes):
                 open_by_dir.pop(dirs[i], None)
@@ -205,7 +219,7 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
 def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
                   gap_ps: float, period_ps: float, max_control_bytes: int,
                   descriptor_gap_ps: float, busy: BusyTime | None = None,
-                  descriptor_bytes: int = 16) -> np.ndarray:
+                  descriptor_bytes: int = 16, nic_burst: int = 0) -> np.ndarray:
     """Group bursts into transfers (fills bursts['transfer']) and label each transfer's kind
     (``busy``: the bus's busy time, for the idle time between bursts without AD;
     ``descriptor_bytes``: what a fetch or write-back moves a whole number of)."""
@@ -216,7 +230,7 @@ def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, 
     d = bursts["direction"]
     tid = _group_bursts(rec, d, bursts["start_ps"], bursts["end_ps"], have_ad=have_ad, gap_ps=gap_ps,
                         period_ps=period_ps, max_control_bytes=max_control_bytes, busy=busy,
-                        descriptor_bytes=descriptor_bytes)
+                        descriptor_bytes=descriptor_bytes, nic_burst=nic_burst)
     bursts["transfer"] = tid
     # Transfers are numbered by their first burst, so heads are where a new number first appears.
     first_seen = np.r_[True, tid[1:] > np.maximum.accumulate(tid)[:-1]]

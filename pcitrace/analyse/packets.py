@@ -110,6 +110,7 @@ PACKET_DTYPE = np.dtype([
     ("period_ps", np.float64), ("busy_ps", np.float64), ("occupancy", np.float64),
     ("data_dma_ideal_ps", np.float64),
     ("data_dma_efficiency", np.float64),  # data DMA at the bus limit / data DMA time
+    ("ambiguous", np.bool_),              # its grouping or routine could not be told (checks.py)
 ])
 
 

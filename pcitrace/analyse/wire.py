@@ -73,6 +73,7 @@ class LinkChain:
     unmatched_recv: np.ndarray        # recv-bus rx packet indices with no frame
     method: str                       # 'sequence' | 'time' | 'none'
     distributions: dict[str, Distribution]
+    warnings: list[str] = dataclasses.field(default_factory=list)   # evidence against the matching
 
     def counts(self) -> dict:
         s = self.chain["status"]
@@ -208,6 +209,7 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
         m = _side(anchor, t, after, tolerance_ps, spacing)
         return int((m >= 0).sum())
 
+    given = (send_bus, recv_bus)
     if send_bus is None and buses:
         send_bus = max(buses, key=lambda b: score(b, READ, False))
         if score(send_bus, READ, False) <= 0:
@@ -295,7 +297,24 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
             dists[fig.name] = Distribution.of(v[chain["status"] != CONTROL], fig.scale)
         else:
             dists[fig.name] = Distribution.of(v[v >= 0] if fig.field != "wire_to_recv_pci_ps" else v[r_ok], fig.scale)
-    return LinkChain(link, send_bus, recv_bus, chain, un_s, un_r, method, dists)
+    warnings = direction_warnings(link, given, send_bus, recv_bus, score)
+    return LinkChain(link, send_bus, recv_bus, chain, un_s, un_r, method, dists, warnings)
+
+
+def direction_warnings(link: str, given: tuple, send_bus, recv_bus, score) -> list[str]:
+    """A link's direction against the data: each frame must follow one bus's DMA (the sender's
+    transmit DMA precedes it) and precede the other's. ``score(bus, direction, after)``: the
+    frames with a DMA of that direction before (after=False) or after them on ``bus``."""
+    if send_bus is None or recv_bus is None or send_bus == recv_bus:
+        return []
+    as_given = score(send_bus, READ, False) + score(recv_bus, WRITE, True)
+    swapped = score(recv_bus, READ, False) + score(send_bus, WRITE, True)
+    if swapped > as_given:
+        how = "given" if any(given) else "found"
+        return [f"link {link}: the buses {how} ({send_bus} sends, {recv_bus} receives) look the wrong way round: "
+                f"{swapped} frames follow a DMA on {recv_bus} and precede one on {send_bus}, {as_given} the other "
+                "way; check which bus sends on this link"]
+    return []
 
 
 def link_chains(decode_result, analysis, **kwargs) -> dict[str, LinkChain]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pcitrace import pipeline
 from pcitrace.analyse import AnalysisOptions
+from pcitrace.analyse.checks import capture_warnings
 from pcitrace.errors import PcitraceError
 from pcitrace.report.summary import bus_figures, bus_series, link_figures, link_series
 
@@ -83,6 +84,7 @@ def _report(capture: str, run: pipeline.Run, with_series: bool) -> dict:
         "finding_kinds": _kinds(result.findings),
         "buses": [bus_figures(b) for b in analysis.buses.values()],
         "links": [link_figures(lc) for lc in run.chains.values()],
+        "warnings": capture_warnings(result, analysis, run.chains),
     }
     if with_series:
         out["series"] = {name: bus_series(b) for name, b in analysis.buses.items()}
@@ -166,6 +168,11 @@ def _run_dask(tasks, options, address: str, with_series: bool) -> Iterable[tuple
             yield i, r
     finally:
         client.close()
+
+
+def warning_lines(r: dict) -> list[str]:
+    """A result's warnings as stderr lines."""
+    return [f"pcitrace: warning: {r['capture']}: {w}" for w in r.get("warnings", [])]
 
 
 def stderr_is_terminal() -> bool:

@@ -22,10 +22,10 @@ from .family import FIGURES, Score, score, score_many, score_run
 CI_SCENARIOS = 100
 
 # figure -> share of packets right at least (measured on the CI set)
-RIGHT_AT_LEAST = {"data_dma": 0.52, "csr_setup": 0.42, "descriptor_fetch": 0.62, "status_writeback": 0.42,
-                  "interrupt_delay": 0.29, "packets_per_interrupt": 0.40, "wire_delays": 0.57}
+RIGHT_AT_LEAST = {"data_dma": 0.53, "csr_setup": 0.43, "descriptor_fetch": 0.62, "status_writeback": 0.42,
+                  "interrupt_delay": 0.29, "packets_per_interrupt": 0.40, "wire_delays": 0.61}
 # buses of the CI set whose packet count is wrong without a warning, at most
-SILENT_AT_MOST = 142
+SILENT_AT_MOST = 75
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,0 +1,107 @@
+"""Cross-checks and ambiguity (pcitrace/analyse/checks.py, wire.direction_warnings): issue 17's
+"no silent wrong number" cases, each with right figures or a warning naming the evidence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pcitrace import pipeline
+from pcitrace.analyse import checks
+from pcitrace.analyse.dma import BURST_DTYPE
+from pcitrace.analyse.wire import link_chain
+from pcitrace.report.batch import report_one
+from pcitrace.analyse import AnalysisOptions
+from tests.conftest import SAMPLES
+
+from .family import score_run
+
+
+def family_case(**settings):
+    """A NIC-family scenario with the seed papers' driver (2 reads + 3 writes per send, 2 + 2 per
+    interrupt) and ``settings`` changed: (score, run)."""
+    from pcitrace.sim.scenario import scenario_from_dict, simulate
+    from pcitrace.sim.strategies import family_scenario_dict
+
+    base = {"bus": ("pci", 64, 66), "ad": True, "gnt": True, "probe": True, "other": False, "inta": False,
+            "mode": "state", "duration_us": 150.0, "pattern": "stream", "frame_bytes": 1400, "spacing_us": 20.0,
+            "seed": 3, "send_csr_reads": 2, "send_csr_writes": 3, "irq_csr_reads": 2, "irq_csr_writes": 2,
+            "irq_latency_us": 6.0} | settings
+    sc = scenario_from_dict(family_scenario_dict(lambda name, choices: base.get(name, choices[0])))
+    r = simulate(sc)
+    run = pipeline.run(r.capture, r.profile, until="link")
+    return score_run("case", r.truth, run.analysis, run.chains, sc.link.probe), run
+
+
+def _bursts(sizes, resumed_next=True):
+    b = np.zeros(len(sizes), BURST_DTYPE)
+    b["bytes"] = sizes
+    b["termination"] = "normal"
+    return b, np.full(len(sizes), resumed_next)
+
+
+def test_nic_ended_size_is_the_size_the_nic_goes_on_after():
+    b, res = _bursts([256, 256, 256, 120, 256, 256, 256, 120, 256, 256, 256, 120])
+    res[[3, 7, 11]] = False
+    assert checks.nic_ended_size(b, res, 64) == 256
+
+
+def test_frames_of_one_size_followed_by_their_write_back_are_not_nic_ended():
+    # every frame one 560-byte burst, its 16-byte write-back at once: not a burst limit
+    b, res = _bursts([16, 560, 16] * 8)
+    assert checks.nic_ended_size(b, res, 64) == 0
+
+
+@pytest.mark.parametrize("settings", [dict(max_burst_bytes=256, ad=False), dict(max_burst_bytes=512, ad=False),
+                                      dict(max_burst_bytes=256), dict(latency_timer_clocks=32),
+                                      dict(read_command="by_length")])
+def test_nic_ended_bursts_are_not_counted_as_packets(settings):
+    s, run = family_case(**settings)
+    assert s.counts == {"right": 2, "warned": 0, "silent": 0}
+    assert s.share("data_dma") == 1.0
+
+
+def test_nic_ended_bursts_without_ad_are_named_in_a_warning():
+    _, run = family_case(max_burst_bytes=256, ad=False)
+    assert any("ends its own bursts at 256 bytes" in w for w in run.analysis.buses["send"].warnings)
+
+
+def test_profile_saying_pcix_on_a_pci_capture_is_warned_about():
+    r = report_one(str(SAMPLES / "pro1000_66mhz.sr"), str(SAMPLES / "pcix133_mmrbc512.profile.toml"),
+                   AnalysisOptions(), with_series=False)
+    assert any("profile says PCI-X" in w and "attribute" in w for w in r["warnings"])
+
+
+def test_a_pcix_capture_with_its_own_profile_has_no_warning():
+    r = report_one(str(SAMPLES / "pcix133_mmrbc512.sr"), None, AnalysisOptions(), with_series=False)
+    assert r["warnings"] == []
+
+
+def test_the_wrong_profile_warning_goes_to_stderr(tmp_path):
+    from click.testing import CliRunner
+
+    from pcitrace.cli import cli
+
+    res = CliRunner().invoke(cli, ["report", str(SAMPLES / "pro1000_66mhz.sr"), "--profile",
+                                    str(SAMPLES / "pcix133_mmrbc512.profile.toml"), "--format", "md",
+                                    "-o", str(tmp_path / "r.md")])
+    assert "pcitrace: warning:" in res.stderr and "PCI-X" in res.stderr
+    assert "**Warnings**" in (tmp_path / "r.md").read_text()
+
+
+def test_frame_on_the_wire_uses_the_links_rate():
+    # 10 Gbit/s link: a byte is 0.8 ns on the wire, not GbE's 8 ns
+    run = pipeline.run(SAMPLES / "pcix133_mmrbc512.sr", until="link")
+    bus = run.analysis.buses["send"]
+    assert bus.limits()["link_us_per_byte"] == pytest.approx(0.0008)
+    wire = run.chains["a_to_b"].distributions["wire_time_us"].median
+    assert bus.limits()["wire_us"].median == pytest.approx(wire, rel=0.02)
+
+
+def test_a_link_given_the_wrong_way_round_is_warned_about():
+    run = pipeline.run(SAMPLES / "pro1000_66mhz.sr", until="link")
+    frames = run.decoded.frames["a_to_b"]
+    right = link_chain("a_to_b", frames, run.analysis, run.decoded.words)
+    assert right.send_bus == "send" and right.warnings == []
+    wrong = link_chain("a_to_b", frames, run.analysis, run.decoded.words, send_bus="recv", recv_bus="send")
+    assert len(wrong.warnings) == 1 and "wrong way round" in wrong.warnings[0]
