@@ -105,3 +105,17 @@ def test_a_link_given_the_wrong_way_round_is_warned_about():
     assert right.send_bus == "send" and right.warnings == []
     wrong = link_chain("a_to_b", frames, run.analysis, run.decoded.words, send_bus="recv", recv_bus="send")
     assert len(wrong.warnings) == 1 and "wrong way round" in wrong.warnings[0]
+
+
+@pytest.mark.parametrize("settings", [dict(csr_retries=8, csr_retry_path="send"),
+                                      dict(csr_retries=8, csr_retry_path="irq"),
+                                      dict(csr_retries=8, csr_retry_path="both"),
+                                      dict(csr_retries=3, csr_disconnect=True),
+                                      dict(csr_retries=8, csr_retry_path="send", ad=False),
+                                      dict(csr_retries=8, csr_retry_path="both", ad=False)])
+def test_retried_register_accesses_keep_send_routines_send_routines(settings):
+    # seed paper section 6: "many PCI STOP signals when accessing the NIC CSRs"; 8 retries of
+    # each of a send's 5 accesses made 45 records, a search window cut in two (no CSR setup)
+    s, _ = family_case(**settings)
+    for f in ("csr_setup", "interrupt_delay", "packets_per_interrupt"):
+        assert s.share(f) == 1.0, f
