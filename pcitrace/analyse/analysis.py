@@ -198,7 +198,7 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
     pause_after = pk.pauses(packets, o.pause_factor)
     dists["pause_us"] = Distribution.of(pk.pause_gaps(packets)[pause_after], 1e-6)
     packets["ambiguous"], warnings = checks.ambiguous_packets(
-        packets, transfers, bursts, have_ad=have_ad, gnt=facts.gnt is not None, nic_burst=nic_burst, bus=facts.name)
+        packets, transfers, bursts, groups, have_ad=have_ad, gnt=facts.gnt is not None, nic_burst=nic_burst, bus=facts.name)
 
     return BusAnalysis(facts, rule, records, classes, dirs, groups, bursts, transfers, packets, split,
                        rt, ro, window, pause_after, ppi, dists, hists, warnings, link_bps or GBE_LINK_BPS)

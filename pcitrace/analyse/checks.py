@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from pcitrace.analyse.dma import DATA
+from pcitrace.analyse.packets import host_interrupt_latency
 
 # A PCI-X capture decoded right shows the attribute phase's byte count on (almost) every
 # normally ended memory write; one decoded from a conventional PCI bus reads the first data
@@ -75,13 +76,27 @@ def nic_ended_size(bursts: np.ndarray, resumed: np.ndarray, max_control_bytes: i
     return 0
 
 
-def ambiguous_packets(packets: np.ndarray, transfers: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
-                      gnt: bool, nic_burst: int, bus: str) -> tuple[np.ndarray, list[str]]:
+def interrupt_lag_unknown(packets: np.ndarray, groups: np.ndarray) -> bool:
+    """Whether the packets come faster than the host answers their interrupts, so that which
+    routine serves which packet is a guess (host_interrupt_latency: more than one plausible
+    latency)."""
+    inter = groups["start_ps"][~groups["setup"]] if len(groups) else np.zeros(0, np.int64)
+    return bool(len(inter) and len(packets) and host_interrupt_latency(inter, packets["last_dma_end_ps"])[1])
+
+
+def ambiguous_packets(packets: np.ndarray, transfers: np.ndarray, bursts: np.ndarray, groups: np.ndarray, *,
+                      have_ad: bool, gnt: bool, nic_burst: int, bus: str) -> tuple[np.ndarray, list[str]]:
     """(per packet whether it is ambiguous, the bus's warnings)."""
     amb = np.zeros(len(packets), bool)
     warnings = []
     if not len(packets):
         return amb, warnings
+    if interrupt_lag_unknown(packets, groups):
+        amb[:] = True
+        warnings.append(f"bus {bus}: packets come faster than the host answers their interrupts and the times "
+                        "from each packet to the routines fit more than one interrupt latency (1-10 us): which "
+                        f"routine served which packet is a guess without INTA#, all {len(packets)} packets "
+                        "counted ambiguous")
     data_t = np.flatnonzero(transfers["kind"] == DATA)
     if nic_burst and not have_ad:
         # Without AD nothing shows where one buffer ends and the next begins when the NIC
