@@ -138,82 +138,103 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     own bursts at ``nic_burst`` bytes (checks.nic_ended_size), a burst of that size it ended
     itself leaves the buffer open as a cut one does.
     """
-    m = rec.size
-    tid = np.empty(m, np.int64)
-    cmd = rec["command"].tolist()
-    term = rec["termination"].tolist()
-    addr = rec["address"].tolist()
-    nbytes = rec["bytes"].tolist()
-    bcount = rec["byte_count"].tolist()
-    dirs = d.tolist()
-    starts, ends = start.tolist(), end.tolist()
-    n = 0
-    expect: dict = {}          # (direction, next address) -> transfer
-    open_by_dir: dict = {}     # direction -> transfer left open by the target (no AD)
-    last_read = -1
-    pending_split: dict = {}   # (requester, tag) -> transfer of the split request
-    req = rec["requester"].tolist()
-    tag = rec["tag"].tolist()
-    last_end: dict = {}        # transfer -> end time of its last burst
-    target_ended: dict = {}    # transfer -> its last burst was cut short by the target
-    control: set = set()
+    g = _Grouping(rec, d, start, end, have_ad=have_ad, gap_ps=gap_ps, period_ps=period_ps,
+                  max_control_bytes=max_control_bytes, nic_burst=nic_burst)
     if not have_ad:
-        control, resumed = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
-                                           max_control_bytes=max_control_bytes, busy=busy,
-                                           descriptor_bytes=descriptor_bytes)
-        phases, twaits, devsel = rec["data_phases"].tolist(), rec["target_waits"].tolist(), rec["devsel"].tolist()
-    for i in range(m):
-        t = -1
-        if cmd[i] == "split_completion":
-            # The completion names the request it answers by requester and tag (PCI-X).
-            t = pending_split.get((req[i], tag[i]), last_read) if tag[i] >= 0 else last_read
-        elif have_ad:
-            t = expect.pop((dirs[i], addr[i]), -1)
-            # Descriptor rings are contiguous too: a master-ended transfer is only continued
-            # straight away (a master splitting a buffer at cache lines), not microseconds later.
-            if t >= 0:
-                idle = starts[i] - last_end[t] - period_ps
-                ended = target_ended[t]
-                # A split request is the normal PCI-X read: the next request follows its
-                # completions within about a microsecond when the NIC goes on with the buffer.
-                if ended == "split_response" and idle > max(gap_ps, SPLIT_GAP_PS):
-                    t = -1
-                elif not ended and idle > gap_ps:
-                    t = -1
-        else:
-            o = open_by_dir.get(dirs[i], -1)
-            small_own = nbytes[i] <= max_control_bytes and term[i] not in _TARGET_ENDED
-            if small_own and o >= 0 and (not resumed[i] or (control and (dirs[i], phases[i], twaits[i], devsel[i]) not in control)):
-                # the rest of a buffer the target cut: nothing goes on with it at once, or it
-                # does not have the shape of the NIC's own small transfers
-                small_own = False
-            if o >= 0 and not small_own:
-                t = o
+        g.control, g.resumed = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
+                                               max_control_bytes=max_control_bytes, busy=busy,
+                                               descriptor_bytes=descriptor_bytes)
+    tid = np.empty(rec.size, np.int64)
+    for i in range(rec.size):
+        t = g.continued(i)
         if t < 0:
-            t = n
-            n += 1
+            t = g.n
+            g.n += 1
         tid[i] = t
-        last_end[t] = ends[i]
-        if cmd[i] != "split_completion":
-            # A completion answers a split request; whether the read goes on is the request's.
-            target_ended[t] = term[i] if term[i] in _TARGET_ENDED else ""
-        if cmd[i] != "split_completion":
-            if dirs[i] == READ:
-                last_read = t
-            if term[i] == "split_response" and tag[i] >= 0:
-                pending_split[(req[i], tag[i])] = t
-            if have_ad:
-                adv = bcount[i] if term[i] == "split_response" and bcount[i] > 0 else nbytes[i]
-                expect[(dirs[i], addr[i] + adv)] = t
-            elif term[i] in _TARGET_ENDED or (nic_burst and nbytes[i] == nic_burst):
-                open_by_dir[dirs[i]] = t
-            elif open_by_dir.get(dirs[i], -1) == t or not (nbytes[i] <= max_control_bytes):
-                open_by_dir.pop(dirs[i], None)
-        if have_ad and len(expect) > 64:
-            # Only recent transfers can continue; keep the table small.
-            for key in list(expect)[: len(expect) - 64]:
-                del expect[key]
+        g.note(i, t)
     return tid
+
+
+class _Grouping:
+    """The walk of _group_bursts: the bursts' columns as lists and what is open so far."""
+
+    def __init__(self, rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
+                 gap_ps: float, period_ps: float, max_control_bytes: int, nic_burst: int):
+        self.have_ad, self.gap_ps, self.period_ps = have_ad, gap_ps, period_ps
+        self.max_control_bytes, self.nic_burst = max_control_bytes, nic_burst
+        self.cmd, self.term = rec["command"].tolist(), rec["termination"].tolist()
+        self.addr, self.nbytes, self.bcount = rec["address"].tolist(), rec["bytes"].tolist(), rec["byte_count"].tolist()
+        self.req, self.tag = rec["requester"].tolist(), rec["tag"].tolist()
+        self.shape = list(zip(d.tolist(), rec["data_phases"].tolist(), rec["target_waits"].tolist(),
+                              rec["devsel"].tolist()))
+        self.dirs, self.starts, self.ends = d.tolist(), start.tolist(), end.tolist()
+        self.n = 0
+        self.expect: dict = {}          # (direction, next address) -> transfer
+        self.open_by_dir: dict = {}     # direction -> transfer left open by the target (no AD)
+        self.last_read = -1
+        self.pending_split: dict = {}   # (requester, tag) -> transfer of the split request
+        self.last_end: dict = {}        # transfer -> end time of its last burst
+        self.target_ended: dict = {}    # transfer -> how the target cut its last burst ("" = it did not)
+        self.control: set = set()
+        self.resumed = None
+
+    def continued(self, i: int) -> int:
+        """The transfer burst ``i`` continues, or -1."""
+        if self.cmd[i] == "split_completion":
+            # The completion names the request it answers by requester and tag (PCI-X).
+            return self.pending_split.get((self.req[i], self.tag[i]), self.last_read) if self.tag[i] >= 0 \
+                else self.last_read
+        return self._by_address(i) if self.have_ad else self._by_open_buffer(i)
+
+    def _by_address(self, i: int) -> int:
+        t = self.expect.pop((self.dirs[i], self.addr[i]), -1)
+        # Descriptor rings are contiguous too: a master-ended transfer is only continued
+        # straight away (a master splitting a buffer at cache lines), not microseconds later.
+        if t < 0:
+            return t
+        idle = self.starts[i] - self.last_end[t] - self.period_ps
+        ended = self.target_ended[t]
+        # A split request is the normal PCI-X read: the next request follows its
+        # completions within about a microsecond when the NIC goes on with the buffer.
+        if ended == "split_response" and idle > max(self.gap_ps, SPLIT_GAP_PS):
+            return -1
+        if not ended and idle > self.gap_ps:
+            return -1
+        return t
+
+    def _by_open_buffer(self, i: int) -> int:
+        o = self.open_by_dir.get(self.dirs[i], -1)
+        if o < 0:
+            return -1
+        small_own = self.nbytes[i] <= self.max_control_bytes and self.term[i] not in _TARGET_ENDED
+        # the rest of a buffer the target cut: nothing goes on with it at once, or it does not
+        # have the shape of the NIC's own small transfers
+        if small_own and (not self.resumed[i] or (self.control and self.shape[i] not in self.control)):
+            small_own = False
+        return -1 if small_own else o
+
+    def note(self, i: int, t: int) -> None:
+        """Burst ``i`` went to transfer ``t``: what stays open after it."""
+        self.last_end[t] = self.ends[i]
+        if self.cmd[i] == "split_completion":
+            return      # a completion answers a split request; whether the read goes on is the request's
+        term, d = self.term[i], self.dirs[i]
+        self.target_ended[t] = term if term in _TARGET_ENDED else ""
+        if d == READ:
+            self.last_read = t
+        if term == "split_response" and self.tag[i] >= 0:
+            self.pending_split[(self.req[i], self.tag[i])] = t
+        if self.have_ad:
+            adv = self.bcount[i] if term == "split_response" and self.bcount[i] > 0 else self.nbytes[i]
+            self.expect[(d, self.addr[i] + adv)] = t
+            if len(self.expect) > 64:
+                # Only recent transfers can continue; keep the table small.
+                for key in list(self.expect)[: len(self.expect) - 64]:
+                    del self.expect[key]
+        elif term in _TARGET_ENDED or (self.nic_burst and self.nbytes[i] == self.nic_burst):
+            self.open_by_dir[d] = t
+        elif self.open_by_dir.get(d, -1) == t or self.nbytes[i] > self.max_control_bytes:
+            self.open_by_dir.pop(d, None)
 
 
 def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
