@@ -26,6 +26,10 @@ PCIX_BYTE_COUNT_AGREEMENT = 0.5
 # that the NIC (not the target) cuts its buffers into bursts of that size.
 NIC_ENDED_SHARE = 0.2
 NIC_WENT_ON = 0.8
+# Frame data is most of what a NIC moves: packets holding less than this share of the DMA bytes
+# were not found as the buffers they are.
+DATA_SHARE = 0.5
+NO_PACKET_BYTES = 1024
 
 
 def profile_warnings(decoded) -> list[str]:
@@ -90,6 +94,11 @@ def ambiguous_packets(packets: np.ndarray, transfers: np.ndarray, bursts: np.nda
     amb = np.zeros(len(packets), bool)
     warnings = []
     if not len(packets):
+        moved = int(bursts["bytes"].sum())
+        if moved > NO_PACKET_BYTES:
+            warnings.append(f"bus {bus}: no packet found although the NIC's DMA moved {moved} bytes in "
+                            f"{len(bursts)} bursts: every burst was taken for a descriptor fetch or write-back "
+                            "(bursts the NIC ends at a cache line or less?)")
         return amb, warnings
     if interrupt_lag_unknown(packets, groups):
         amb[:] = True
@@ -98,6 +107,14 @@ def ambiguous_packets(packets: np.ndarray, transfers: np.ndarray, bursts: np.nda
                         f"routine served which packet is a guess without INTA#, all {len(packets)} packets "
                         "counted ambiguous")
     data_t = np.flatnonzero(transfers["kind"] == DATA)
+    moved = int(bursts["bytes"].sum())
+    in_packets = int(packets["data_bytes"].sum())
+    if moved and in_packets < DATA_SHARE * moved:
+        amb[:] = True
+        warnings.append(f"bus {bus}: the packets hold {in_packets} of the {moved} bytes the NIC's DMA moved "
+                        f"({in_packets / moved:.0%}): most of its bursts were taken for descriptor fetches and "
+                        "write-backs (bursts the NIC ends at a cache line or less?), the packet count is "
+                        f"doubtful, all {len(packets)} packets counted ambiguous")
     if nic_burst and not have_ad:
         # Without AD nothing shows where one buffer ends and the next begins when the NIC
         # itself ends its bursts: a packet ending on a burst of that size may go on.

@@ -151,7 +151,7 @@ def score_run(name: str, truth: dict, analysis, chains: dict, probe: bool) -> Sc
         p = ba.packets
         exp = _truth_rows(truth, bus)
         amb = p["ambiguous"] if "ambiguous" in (p.dtype.names or ()) else np.zeros(len(p), bool)
-        warned = bool(getattr(ba, "warnings", None))
+        warned = bool(ba.warnings) or any(bus in c.doubtful_buses for c in chains.values())
         if len(p) == len(exp):
             s.counts["right"] += 1
         else:
@@ -181,8 +181,12 @@ def score_run(name: str, truth: dict, analysis, chains: dict, probe: bool) -> Sc
 
 
 def _score_wire(s: Score, name: str, truth: dict, analysis, chains: dict) -> None:
+    """Wire delays per truth frame: ambiguous where the analysis flagged the packet the frame
+    was matched to, or the frame found no packets on a link that doubts a bus's count."""
     tol = max(b["period_ps"] for b in truth["buses"].values() if b["kind"] in ("pci", "pcix"))
     rows = _wire_rows(truth, chains, tol)
+    by_bus = {(c.send_bus, c.recv_bus): c for c in chains.values()}
+    doubted = any(c.doubtful_buses for c in by_bus.values())
     for pk in truth["packets"]:
         if pk["wire_start_ps"] < 0 or pk["lost"] or pk["tx_first_word_ps"] < 0 or pk["rx_first_word_ps"] < 0:
             continue
@@ -190,11 +194,26 @@ def _score_wire(s: Score, name: str, truth: dict, analysis, chains: dict) -> Non
         row = rows.get(pk["seq"])
         ok = row is not None and all(abs(int(row[f]) - w) <= tol and int(row[f]) != -1 for f, w in
                                      zip(("send_pci_to_wire_ps", "wire_to_recv_pci_ps"), want))
-        warned = any(getattr(c, "warnings", None) for c in chains.values())
-        outcome = "right" if ok else ("ambiguous" if warned else "wrong")
+        flagged = doubted if row is None else _row_flagged(row, analysis, chains, doubted)
+        outcome = "right" if ok else ("ambiguous" if flagged else "wrong")
         s.figures["wire_delays"][outcome] += 1
         if outcome == "wrong":
             s.wrong.append((name, "link", "wire_delays", pk["seq"]))
+
+
+def _row_flagged(row, analysis, chains: dict, doubted: bool) -> bool:
+    """Whether a chain row rests on a packet the analysis counted ambiguous (or on none, where
+    the link doubts a bus's packet count)."""
+    for c in chains.values():
+        for side, bus in (("send", c.send_bus), ("recv", c.recv_bus)):
+            j = int(row[f"{side}_packet"])
+            if bus is None:
+                continue
+            if j < 0 and doubted:
+                return True
+            if j >= 0 and analysis.buses[bus].packets["ambiguous"][j]:
+                return True
+    return False
 
 
 def score(n: int) -> Score:
