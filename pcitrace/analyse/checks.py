@@ -29,7 +29,7 @@ NIC_WENT_ON = 0.8
 # Frame data is most of what a NIC moves: packets holding less than this share of the DMA bytes
 # were not found as the buffers they are.
 DATA_SHARE = 0.5
-NO_PACKET_BYTES = 1024
+NO_PACKET_BURSTS = 3
 
 
 def profile_warnings(decoded) -> list[str]:
@@ -57,10 +57,11 @@ def profile_warnings(decoded) -> list[str]:
 def nic_ended_size(bursts: np.ndarray, resumed: np.ndarray, max_control_bytes: int) -> int:
     """The burst size at which the NIC ends its own bursts (0 = none seen): the most common
     size of master-ended bursts larger than a control transfer that the NIC followed at once
-    with another such burst, when that is a large enough share of its bursts and the NIC nearly
-    always went on after a burst of that size (a buffer that just fits one burst ends there
-    now and then; frames of one size sent back to back under a backlog do not always follow
-    at once)."""
+    with another such burst, when the NIC went on at once (with the buffer's next burst or its
+    last small piece) after nearly every burst of that size, and those are a large enough share
+    of its bursts (a buffer that just fits one burst ends there now and then; frames of one
+    size sent back to back under a backlog do not always follow at once; a whole frame followed
+    by its write-back is never followed by a large burst at once)."""
     own = (bursts["termination"] == "normal") & (bursts["bytes"] > max_control_bytes)
     # ... with another large burst (a status write-back may follow a whole frame at once)
     next_large = np.zeros(len(bursts), bool)
@@ -74,8 +75,11 @@ def nic_ended_size(bursts: np.ndarray, resumed: np.ndarray, max_control_bytes: i
     sizes, counts = np.unique(bursts["bytes"][went_on], return_counts=True)
     k = int(np.argmax(counts))
     size = int(sizes[k])
-    of_size = int((own & (bursts["bytes"] == size)).sum())
-    if counts[k] >= NIC_ENDED_SHARE * len(bursts) and counts[k] >= NIC_WENT_ON * of_size:
+    of_size = own & (bursts["bytes"] == size)
+    # the NIC went on at once after nearly every burst of that size (with the buffer's next
+    # burst, or its last small piece)
+    went = int((of_size & resumed).sum())
+    if went >= NIC_ENDED_SHARE * len(bursts) and went >= NIC_WENT_ON * of_size.sum():
         return size
     return 0
 
@@ -95,7 +99,7 @@ def ambiguous_packets(packets: np.ndarray, transfers: np.ndarray, bursts: np.nda
     warnings = []
     if not len(packets):
         moved = int(bursts["bytes"].sum())
-        if moved > NO_PACKET_BYTES:
+        if len(bursts) >= NO_PACKET_BURSTS:
             warnings.append(f"bus {bus}: no packet found although the NIC's DMA moved {moved} bytes in "
                             f"{len(bursts)} bursts: every burst was taken for a descriptor fetch or write-back "
                             "(bursts the NIC ends at a cache line or less?)")

@@ -184,3 +184,12 @@ def test_frames_without_their_packets_doubt_the_bus_count():
     p["ambiguous"] = False
     p["direction"] = READ
     assert count_warnings("a_to_b", "send", ba, np.r_[False, np.ones(8, bool), False], np.zeros(0, np.int64)) == []
+
+
+def test_latency_timer_bursts_whose_last_piece_is_small_are_nic_ended():
+    # 512-byte frames cut by the latency timer at 240 bytes: 240, 240 and a small last piece,
+    # then the write-back; every 240-byte burst is followed at once
+    b, res = _bursts([16, 240, 240, 40, 16] * 6)
+    res[:] = True
+    res[4::5] = False
+    assert checks.nic_ended_size(b, res, 64) == 240
