@@ -47,6 +47,7 @@ def dma_bursts(records: np.ndarray, classes: np.ndarray, dirs: np.ndarray, perio
 
 
 SPLIT_GAP_PS = 1_000_000
+MIN_MMRBC = 512          # PCI-X: the smallest Maximum Memory Read Byte Count
 RING_NEAR_BYTES = 4096
 _TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
 
@@ -177,6 +178,13 @@ class _Grouping:
         self.target_ended: dict = {}    # transfer -> how the target cut its last burst ("" = it did not)
         self.control: set = set()
         self.resumed = None
+        # PCI-X: the NIC asks for min(rest of the buffer, its largest request) each time, so a
+        # request for less than the largest one seen is the buffer's last; the largest is the
+        # MMRBC (512 bytes or more) where buffers are longer than one request, else every
+        # buffer fits one request and a full one says nothing
+        split = rec["termination"] == "split_response"
+        self.max_request = int(rec["byte_count"][split].max()) if split.any() else 0
+        self.full_request: dict = {}    # transfer -> its last split request asked for the largest count
 
     def continued(self, i: int) -> int:
         """The transfer burst ``i`` continues, or -1."""
@@ -195,8 +203,9 @@ class _Grouping:
         idle = self.starts[i] - self.last_end[t] - self.period_ps
         ended = self.target_ended[t]
         # A split request is the normal PCI-X read: the next request follows its
-        # completions within about a microsecond when the NIC goes on with the buffer.
-        if ended == "split_response" and idle > max(self.gap_ps, SPLIT_GAP_PS):
+        # completions within about a microsecond when the NIC goes on with the buffer, or
+        # later when its last request asked for the largest byte count (the buffer goes on).
+        if ended == "split_response" and idle > max(self.gap_ps, SPLIT_GAP_PS) and not self.full_request.get(t):
             return -1
         if not ended and idle > self.gap_ps:
             return -1
@@ -224,6 +233,8 @@ class _Grouping:
             self.last_read = t
         if term == "split_response" and self.tag[i] >= 0:
             self.pending_split[(self.req[i], self.tag[i])] = t
+        if term == "split_response":
+            self.full_request[t] = MIN_MMRBC <= self.max_request <= self.bcount[i]
         if self.have_ad:
             adv = self.bcount[i] if term == "split_response" and self.bcount[i] > 0 else self.nbytes[i]
             self.expect[(d, self.addr[i] + adv)] = t

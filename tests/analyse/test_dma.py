@@ -57,3 +57,24 @@ def test_with_ad_a_burst_continues_the_transfer_at_its_next_address():
     grouped = _group_bursts(rec, d, rec["start_ps"], rec["end_ps"], have_ad=True, gap_ps=16 * T_PS,
                             period_ps=T_PS, max_control_bytes=64)
     assert grouped.tolist() == [0, 0, 1]
+
+
+def test_pcix_a_read_asking_for_the_mmrbc_goes_on_however_late_its_next_request():
+    # 1000-byte buffer read as a 512-byte split request and a 488-byte one 2 us later (the NIC
+    # waited behind other traffic); the next buffer's first request is not at its address
+    rows = [txn(100, 3, command="mem_read_block", address=0x1000, data_phases=0, termination="split_response"),
+            txn(140, 66, command="split_completion", address=0x1000, data_phases=64),
+            txn(340, 3, command="mem_read_block", address=0x1200, data_phases=0, termination="split_response"),
+            txn(380, 63, command="split_completion", address=0x1200, data_phases=61)]
+    for r, bc in zip(rows, (512, 512, 488, 488)):
+        r.update(byte_count=bc, tag=1, requester=0x100)
+    rec = records_from_dicts(rows)
+    d = np.zeros(len(rec), np.int8)
+    kw = dict(have_ad=True, gap_ps=16 * T_PS, period_ps=T_PS, max_control_bytes=64)
+    assert _group_bursts(rec, d, rec["start_ps"], rec["end_ps"], **kw).tolist() == [0, 0, 0, 0]
+    # a request for less than the largest ends its buffer: 2 us later is a new one
+    rows[0]["byte_count"] = rows[1]["byte_count"] = 488
+    rows[2]["byte_count"] = rows[3]["byte_count"] = 600
+    rows[2]["address"] = rows[3]["address"] = 0x1000 + 488
+    rec = records_from_dicts(rows)
+    assert _group_bursts(rec, d, rec["start_ps"], rec["end_ps"], **kw).tolist() == [0, 0, 1, 1]
