@@ -52,3 +52,8 @@ def describe_bug(exc: BaseException) -> str:
     where = f"in {Path(tb[-1].filename).name}:{tb[-1].lineno}; " if tb else ""
     message = " ".join(str(exc).split())            # one line, whatever the message held
     return f"{type(exc).__name__}: {message} ({where}please report this with the file)"
+
+
+def warning_line(path, text: str) -> str:
+    """One warning on standard error: what pcitrace could not read or could not tell, and where."""
+    return f"pcitrace: warning: {path}: {text}"

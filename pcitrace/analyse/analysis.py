@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pcitrace import buses
-from pcitrace.analyse import csr, dma, metrics
+from pcitrace.analyse import checks, csr, dma, metrics
 from pcitrace.analyse import packets as pk
 from pcitrace.analyse.classify import CSR, DMA, OTHER, READ, WRITE, ad_captured, classify, directions
 from pcitrace.analyse.occupancy import BusyTime, OccupancySplit, rolling, split_clocks
@@ -20,6 +20,7 @@ from pcitrace.analyse.stats import Distribution, Histogram
 from pcitrace.records import BusSummary
 
 GBE_US_PER_BYTE = 0.008
+GBE_LINK_BPS = 1e9
 # Bytes a frame occupies on the wire beyond what the NIC DMAs (destination .. payload):
 # 8 preamble/SFD + 12 inter-frame gap + 4 CRC (the 14-byte header is in the DMA'd buffer).
 WIRE_OVERHEAD_BYTES = 24
@@ -69,6 +70,8 @@ class BusAnalysis:
     packets_per_interrupt: np.ndarray
     distributions: dict[str, Distribution]
     histograms: dict[str, Histogram]
+    warnings: list[str] = dataclasses.field(default_factory=list)   # evidence that did not decide (checks.py)
+    link_bps: float = 1e9         # the probed link's rate (the frame-on-the-wire limit)
 
     @property
     def name(self) -> str:
@@ -113,12 +116,22 @@ class BusAnalysis:
         return {
             "bus_us_per_byte": us_per_byte,
             "bus_mbit_s": bytes_per_clock * 8 * f.clock_hz / 1e6,
-            "gbe_us_per_byte": GBE_US_PER_BYTE,
+            "link_us_per_byte": self.wire_us_per_byte,
             "data_dma_ideal_us": Distribution.of(data * us_per_byte),
             "dma_burst_ideal_us": Distribution.of(self.bursts["bytes"].astype(np.float64) * us_per_byte),
-            "wire_us": Distribution.of((data + WIRE_OVERHEAD_BYTES) * GBE_US_PER_BYTE) if data.size
+            "wire_us": Distribution.of((data + WIRE_OVERHEAD_BYTES) * self.wire_us_per_byte) if data.size
             else Distribution.of([]),
         }
+
+    @property
+    def wire_us_per_byte(self) -> float:
+        """A byte's time on the probed link (0.008 us at 1 Gbit/s)."""
+        return 8e6 / self.link_bps
+
+    @property
+    def ambiguous(self) -> int:
+        """Packets whose grouping or routine could not be told from the capture."""
+        return int(self.packets["ambiguous"].sum())
 
     def packet_counts(self) -> dict:
         d = self.packets["direction"]
@@ -134,7 +147,8 @@ class Analysis:
 
 
 def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, int]] | None = None,
-                options: AnalysisOptions | None = None, *, have_ad: bool | None = None) -> BusAnalysis:
+                options: AnalysisOptions | None = None, *, have_ad: bool | None = None,
+                link_bps: float | None = None) -> BusAnalysis:
     """All figures of one bus from its records (any order; records of other buses are not allowed)."""
     o = options or AnalysisOptions()
     records = np.sort(records, order="start_ps", kind="stable") if len(records) else records
@@ -145,10 +159,12 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
         have_ad = ad_captured(records)
     busy = BusyTime.of(records, T)
     bursts = dma.dma_bursts(records, classes, dirs, T, facts.width)
+    nic_burst = checks.nic_ended_size(bursts, dma.resumed(bursts, T, busy, o.transfer_gap_clocks * T),
+                                      o.max_control_bytes)
     transfers = dma.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
                                   period_ps=T, max_control_bytes=o.max_control_bytes,
                                   descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy,
-                                  descriptor_bytes=o.descriptor_bytes)
+                                  descriptor_bytes=o.descriptor_bytes, nic_burst=nic_burst)
     data_dma = np.zeros(len(records), bool)
     if bursts.size:
         data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == dma.DATA
@@ -181,21 +197,32 @@ def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, 
         hists[fig.name] = Histogram.of(values, o.histogram_bins, fig.scale)
     pause_after = pk.pauses(packets, o.pause_factor)
     dists["pause_us"] = Distribution.of(pk.pause_gaps(packets)[pause_after], 1e-6)
+    packets["ambiguous"], warnings = checks.ambiguous_packets(
+        packets, transfers, bursts, groups, have_ad=have_ad, gnt=facts.gnt is not None, nic_burst=nic_burst, bus=facts.name)
 
     return BusAnalysis(facts, rule, records, classes, dirs, groups, bursts, transfers, packets, split,
-                       rt, ro, window, pause_after, ppi, dists, hists)
+                       rt, ro, window, pause_after, ppi, dists, hists, warnings, link_bps or GBE_LINK_BPS)
+
+
+def link_rate(decode_result) -> float | None:
+    """The probed links' rate (bit/s) when the profile's probe buses agree on one, else None."""
+    prof = getattr(decode_result, "profile", None)
+    rates = {b.link_bps for b in getattr(prof, "buses", ()) if getattr(b, "link_bps", None)}
+    return rates.pop() if len(rates) == 1 else None
 
 
 def analyse(decode_result, options: AnalysisOptions | None = None) -> Analysis:
     """Analyse every PCI / PCI-X bus of a DecodeResult (``.records``, ``.buses``, ``.findings``)."""
     o = options or AnalysisOptions()
     records = decode_result.records
+    link_bps = link_rate(decode_result)
     out: dict[str, BusAnalysis] = {}
     for name, summary in decode_result.buses.items():
         if not buses.kind(summary.kind).transactions:
             continue
         mine = records[records["bus"] == name] if len(records) else records
-        out[name] = analyse_bus(mine, summary.with_clock(), list(summary.bars), o, have_ad=summary.have_ad)
+        out[name] = analyse_bus(mine, summary.with_clock(), list(summary.bars), o, have_ad=summary.have_ad,
+                                link_bps=link_bps)
     return Analysis(out, o, int(len(decode_result.findings)))
 
 

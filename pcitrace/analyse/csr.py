@@ -361,14 +361,17 @@ def _cpu_pace(clean: list[list[int]], starts: np.ndarray, ends: np.ndarray, peri
     return min_pace, step_idle
 
 
-def _search_windows(members: list[np.ndarray], starts: np.ndarray, ends: np.ndarray) -> list[np.ndarray]:
-    """Windows of at most MAX_WINDOW accesses: a longer one (a bus busy for long) is cut where
-    the time between two accesses is longest (least likely inside one routine)."""
+def _search_windows(members: list[np.ndarray], starts: np.ndarray, ends: np.ndarray,
+                    accepted: np.ndarray) -> list[np.ndarray]:
+    """Windows of at most MAX_WINDOW accepted accesses (the retried attempts before each go with
+    it: a NIC that retries every access eight times still runs a five-access routine): a longer
+    one (a bus busy for long) is cut where the time between two accesses is longest (least
+    likely inside one routine)."""
     windows = []
     todo = list(members)
     while todo:
         idx = todo.pop()
-        if idx.size <= MAX_WINDOW:
+        if int(accepted[idx].sum()) <= MAX_WINDOW:
             windows.append(idx)
             continue
         k = int(np.argmax(starts[idx[1:]] - ends[idx[:-1]])) + 1
@@ -504,7 +507,7 @@ def send_routines(groups: np.ndarray, records: np.ndarray, classes: np.ndarray, 
     clean = [recs for recs, keys in zip(learn_recs, learn) if keys[-L:] == sig and len(keys) == L]
     min_pace, step_idle = _cpu_pace(clean, starts, ends, period_ps, busy)
     if search_groups is not None:
-        members = _search_windows(_members(search_groups, csr_idx), starts, ends)
+        members = _search_windows(_members(search_groups, csr_idx), starts, ends, accepted)
     else:
         members = _members(groups, csr_idx)
     busy_before = None

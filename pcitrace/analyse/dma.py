@@ -47,6 +47,7 @@ def dma_bursts(records: np.ndarray, classes: np.ndarray, dirs: np.ndarray, perio
 
 
 SPLIT_GAP_PS = 1_000_000
+MIN_MMRBC = 512          # PCI-X: the smallest Maximum Memory Read Byte Count
 RING_NEAR_BYTES = 4096
 _TARGET_ENDED = ("retry", "disconnect_with_data", "disconnect_without_data", "split_response")
 
@@ -57,6 +58,18 @@ def _idle_between(a_end: np.ndarray, b_start: np.ndarray, period_ps: float, busy
     if busy is not None and idle.size:
         idle -= busy.between(a_end + period_ps, b_start)
     return idle
+
+
+def resumed(bursts: np.ndarray, period_ps: float, busy: BusyTime | None, gap_ps: float) -> np.ndarray:
+    """Per burst, whether the next burst in its direction came within ``gap_ps`` of bus idle time."""
+    out = np.zeros(bursts.size, bool)
+    d = bursts["direction"]
+    for dv in np.unique(d).tolist():
+        sel = np.flatnonzero(d == dv)
+        if sel.size > 1:
+            out[sel[:-1]] = _idle_between(bursts["end_ps"][sel[:-1]], bursts["start_ps"][sel[1:]], period_ps,
+                                          busy) <= gap_ps
+    return out
 
 
 def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, gap_ps: float,
@@ -108,7 +121,7 @@ def _control_shapes(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.n
 
 def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
                   gap_ps: float, period_ps: float, max_control_bytes: int,
-                  busy: BusyTime | None = None, descriptor_bytes: int = 16) -> np.ndarray:
+                  busy: BusyTime | None = None, descriptor_bytes: int = 16, nic_burst: int = 0) -> np.ndarray:
     """Transfer number per burst (numbered in order of first burst).
 
     NICs interleave: a descriptor fetch for the next frame may fall between two bursts of this
@@ -122,90 +135,123 @@ def _group_bursts(rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.nda
     the rest of the buffer (the transfer's last burst) when no burst follows it at once, or
     when it does not have the shape of one of the NIC's control transfers (_control_shapes);
     otherwise it is an interleaved descriptor fetch / write-back and stands alone (so does
-    every small burst followed at once when no control shape is known).
+    every small burst followed at once when no control shape is known). Where the NIC ends its
+    own bursts at ``nic_burst`` bytes (checks.nic_ended_size), a burst of that size it ended
+    itself leaves the buffer open as a cut one does.
     """
-    m = rec.size
-    tid = np.empty(m, np.int64)
-    cmd = rec["command"].tolist()
-    term = rec["termination"].tolist()
-    addr = rec["address"].tolist()
-    nbytes = rec["bytes"].tolist()
-    bcount = rec["byte_count"].tolist()
-    dirs = d.tolist()
-    starts, ends = start.tolist(), end.tolist()
-    n = 0
-    expect: dict = {}          # (direction, next address) -> transfer
-    open_by_dir: dict = {}     # direction -> transfer left open by the target (no AD)
-    last_read = -1
-    pending_split: dict = {}   # (requester, tag) -> transfer of the split request
-    req = rec["requester"].tolist()
-    tag = rec["tag"].tolist()
-    last_end: dict = {}        # transfer -> end time of its last burst
-    target_ended: dict = {}    # transfer -> its last burst was cut short by the target
-    control: set = set()
+    g = _Grouping(rec, d, start, end, have_ad=have_ad, gap_ps=gap_ps, period_ps=period_ps,
+                  max_control_bytes=max_control_bytes, nic_burst=nic_burst)
     if not have_ad:
-        control, resumed = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
-                                           max_control_bytes=max_control_bytes, busy=busy,
-                                           descriptor_bytes=descriptor_bytes)
-        phases, twaits, devsel = rec["data_phases"].tolist(), rec["target_waits"].tolist(), rec["devsel"].tolist()
-    for i in range(m):
-        t = -1
-        if cmd[i] == "split_completion":
-            # The completion names the request it answers by requester and tag (PCI-X).
-            t = pending_split.get((req[i], tag[i]), last_read) if tag[i] >= 0 else last_read
-        elif have_ad:
-            t = expect.pop((dirs[i], addr[i]), -1)
-            # Descriptor rings are contiguous too: a master-ended transfer is only continued
-            # straight away (a master splitting a buffer at cache lines), not microseconds later.
-            if t >= 0:
-                idle = starts[i] - last_end[t] - period_ps
-                ended = target_ended[t]
-                # A split request is the normal PCI-X read: the next request follows its
-                # completions within about a microsecond when the NIC goes on with the buffer.
-                if ended == "split_response" and idle > max(gap_ps, SPLIT_GAP_PS):
-                    t = -1
-                elif not ended and idle > gap_ps:
-                    t = -1
-        else:
-            o = open_by_dir.get(dirs[i], -1)
-            small_own = nbytes[i] <= max_control_bytes and term[i] not in _TARGET_ENDED
-            if small_own and o >= 0 and (not resumed[i] or (control and (dirs[i], phases[i], twaits[i], devsel[i]) not in control)):
-                # the rest of a buffer the target cut: nothing goes on with it at once, or it
-                # does not have the shape of the NIC's own small transfers
-                small_own = False
-            if o >= 0 and not small_own:
-                t = o
+        g.control, g.resumed = _control_shapes(rec, d, start, end, gap_ps=gap_ps, period_ps=period_ps,
+                                               max_control_bytes=max_control_bytes, busy=busy,
+                                               descriptor_bytes=descriptor_bytes)
+    tid = np.empty(rec.size, np.int64)
+    for i in range(rec.size):
+        t = g.continued(i)
         if t < 0:
-            t = n
-            n += 1
+            t = g.n
+            g.n += 1
         tid[i] = t
-        last_end[t] = ends[i]
-        if cmd[i] != "split_completion":
-            # A completion answers a split request; whether the read goes on is the request's.
-            target_ended[t] = term[i] if term[i] in _TARGET_ENDED else ""
-        if cmd[i] != "split_completion":
-            if dirs[i] == READ:
-                last_read = t
-            if term[i] == "split_response" and tag[i] >= 0:
-                pending_split[(req[i], tag[i])] = t
-            if have_ad:
-                adv = bcount[i] if term[i] == "split_response" and bcount[i] > 0 else nbytes[i]
-                expect[(dirs[i], addr[i] + adv)] = t
-            elif term[i] in _TARGET_ENDED:
-                open_by_dir[dirs[i]] = t
-            elif open_by_dir.get(dirs[i], -1) == t or not (nbytes[i] <= max_control_bytes):
-                open_by_dir.pop(dirs[i], None)
-        if have_ad and len(expect) > 64:
-            # Only recent transfers can continue; keep the table small.
-            for key in list(expect)[: len(expect) - 64]:
-                del expect[key]
+        g.note(i, t)
     return tid
+
+
+class _Grouping:
+    """The walk of _group_bursts: the bursts' columns as lists and what is open so far."""
+
+    def __init__(self, rec: np.ndarray, d: np.ndarray, start: np.ndarray, end: np.ndarray, *, have_ad: bool,
+                 gap_ps: float, period_ps: float, max_control_bytes: int, nic_burst: int):
+        self.have_ad, self.gap_ps, self.period_ps = have_ad, gap_ps, period_ps
+        self.max_control_bytes, self.nic_burst = max_control_bytes, nic_burst
+        self.cmd, self.term = rec["command"].tolist(), rec["termination"].tolist()
+        self.addr, self.nbytes, self.bcount = rec["address"].tolist(), rec["bytes"].tolist(), rec["byte_count"].tolist()
+        self.req, self.tag = rec["requester"].tolist(), rec["tag"].tolist()
+        self.shape = list(zip(d.tolist(), rec["data_phases"].tolist(), rec["target_waits"].tolist(),
+                              rec["devsel"].tolist()))
+        self.dirs, self.starts, self.ends = d.tolist(), start.tolist(), end.tolist()
+        self.n = 0
+        self.expect: dict = {}          # (direction, next address) -> transfer
+        self.open_by_dir: dict = {}     # direction -> transfer left open by the target (no AD)
+        self.last_read = -1
+        self.pending_split: dict = {}   # (requester, tag) -> transfer of the split request
+        self.last_end: dict = {}        # transfer -> end time of its last burst
+        self.target_ended: dict = {}    # transfer -> how the target cut its last burst ("" = it did not)
+        self.control: set = set()
+        self.resumed = None
+        # PCI-X: the NIC asks for min(rest of the buffer, its largest request) each time, so a
+        # request for less than the largest one seen is the buffer's last; the largest is the
+        # MMRBC (512 bytes or more) where buffers are longer than one request, else every
+        # buffer fits one request and a full one says nothing
+        split = rec["termination"] == "split_response"
+        self.max_request = int(rec["byte_count"][split].max()) if split.any() else 0
+        self.full_request: dict = {}    # transfer -> its last split request asked for the largest count
+
+    def continued(self, i: int) -> int:
+        """The transfer burst ``i`` continues, or -1."""
+        if self.cmd[i] == "split_completion":
+            # The completion names the request it answers by requester and tag (PCI-X).
+            return self.pending_split.get((self.req[i], self.tag[i]), self.last_read) if self.tag[i] >= 0 \
+                else self.last_read
+        return self._by_address(i) if self.have_ad else self._by_open_buffer(i)
+
+    def _by_address(self, i: int) -> int:
+        t = self.expect.pop((self.dirs[i], self.addr[i]), -1)
+        # Descriptor rings are contiguous too: a master-ended transfer is only continued
+        # straight away (a master splitting a buffer at cache lines), not microseconds later.
+        if t < 0:
+            return t
+        idle = self.starts[i] - self.last_end[t] - self.period_ps
+        ended = self.target_ended[t]
+        # A split request is the normal PCI-X read: the next request follows its
+        # completions within about a microsecond when the NIC goes on with the buffer, or
+        # later when its last request asked for the largest byte count (the buffer goes on).
+        if ended == "split_response" and idle > max(self.gap_ps, SPLIT_GAP_PS) and not self.full_request.get(t):
+            return -1
+        if not ended and idle > self.gap_ps:
+            return -1
+        return t
+
+    def _by_open_buffer(self, i: int) -> int:
+        o = self.open_by_dir.get(self.dirs[i], -1)
+        if o < 0:
+            return -1
+        small_own = self.nbytes[i] <= self.max_control_bytes and self.term[i] not in _TARGET_ENDED
+        # the rest of a buffer the target cut: nothing goes on with it at once, or it does not
+        # have the shape of the NIC's own small transfers
+        if small_own and (not self.resumed[i] or (self.control and self.shape[i] not in self.control)):
+            small_own = False
+        return -1 if small_own else o
+
+    def note(self, i: int, t: int) -> None:
+        """Burst ``i`` went to transfer ``t``: what stays open after it."""
+        self.last_end[t] = self.ends[i]
+        if self.cmd[i] == "split_completion":
+            return      # a completion answers a split request; whether the read goes on is the request's
+        term, d = self.term[i], self.dirs[i]
+        self.target_ended[t] = term if term in _TARGET_ENDED else ""
+        if d == READ:
+            self.last_read = t
+        if term == "split_response" and self.tag[i] >= 0:
+            self.pending_split[(self.req[i], self.tag[i])] = t
+        if term == "split_response":
+            self.full_request[t] = MIN_MMRBC <= self.max_request <= self.bcount[i]
+        if self.have_ad:
+            adv = self.bcount[i] if term == "split_response" and self.bcount[i] > 0 else self.nbytes[i]
+            self.expect[(d, self.addr[i] + adv)] = t
+            if len(self.expect) > 64:
+                # Only recent transfers can continue; keep the table small.
+                for key in list(self.expect)[: len(self.expect) - 64]:
+                    del self.expect[key]
+        elif term in _TARGET_ENDED or (self.nic_burst and self.nbytes[i] == self.nic_burst):
+            self.open_by_dir[d] = t
+        elif self.open_by_dir.get(d, -1) == t or self.nbytes[i] > self.max_control_bytes:
+            self.open_by_dir.pop(d, None)
 
 
 def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, *, have_ad: bool,
                   gap_ps: float, period_ps: float, max_control_bytes: int,
                   descriptor_gap_ps: float, busy: BusyTime | None = None,
-                  descriptor_bytes: int = 16) -> np.ndarray:
+                  descriptor_bytes: int = 16, nic_burst: int = 0) -> np.ndarray:
     """Group bursts into transfers (fills bursts['transfer']) and label each transfer's kind
     (``busy``: the bus's busy time, for the idle time between bursts without AD;
     ``descriptor_bytes``: what a fetch or write-back moves a whole number of)."""
@@ -216,7 +262,7 @@ def dma_transfers(records: np.ndarray, classes: np.ndarray, bursts: np.ndarray, 
     d = bursts["direction"]
     tid = _group_bursts(rec, d, bursts["start_ps"], bursts["end_ps"], have_ad=have_ad, gap_ps=gap_ps,
                         period_ps=period_ps, max_control_bytes=max_control_bytes, busy=busy,
-                        descriptor_bytes=descriptor_bytes)
+                        descriptor_bytes=descriptor_bytes, nic_burst=nic_burst)
     bursts["transfer"] = tid
     # Transfers are numbered by their first burst, so heads are where a new number first appears.
     first_seen = np.r_[True, tid[1:] > np.maximum.accumulate(tid)[:-1]]

@@ -96,6 +96,8 @@ BUS_FIGURES: tuple[Figure, ...] = (
     _v("packets_rx", "", "rx packets", "packets the NIC wrote (receive)", ("packets_by_direction", "rx")),
     _v("packets_unknown", "", "packets, direction unknown", "no C/BE# captured: direction unknown",
        ("packets_by_direction", "unknown")),
+    _v("ambiguous", "", "ambiguous packets", "packets whose grouping or routine this capture's evidence could not "
+       "decide; the report's `warnings` say why (their figures are counted but may be wrong)"),
     Figure("csr_setup_us", "packet", "µs", "CSR setup", "setup group start → the packet's first DMA",
            "csr_setup_ps", US, statistics=("median", "p90", "max"), html=True),
     Figure("csr_accesses", "packet", "", "CSR accesses per setup", "register accesses in the setup group",
@@ -148,8 +150,9 @@ BUS_FIGURES: tuple[Figure, ...] = (
            "span_ps", US),
     Figure("dma_burst_ideal_us", "burst", "µs", "DMA burst at the bus limit", "each DMA burst's bytes at the bus limit",
            path=("limits", "dma_burst_ideal_us")),
-    Figure("wire_us", "packet", "µs", "frame on the wire (GbE)",
-           "each frame's GbE wire time: data + 4 CRC + 8 preamble + 12 inter-frame gap bytes",
+    Figure("wire_us", "packet", "µs", "frame on the wire",
+           "each frame's wire time at the probed link's rate (1 Gbit/s unless the profile says): "
+           "data + 4 CRC + 8 preamble + 12 inter-frame gap bytes",
            path=("limits", "wire_us"), html=True),
     Figure("pause_us", "packet", "µs", "transmit pause",
            "data DMA → the next packet's data DMA, where longer than 3 × the median", path=("pauses", "us")),

@@ -75,8 +75,9 @@ Definitions (docs/report-schema.md repeats them for readers of the report):
   is reported too. All other CSR groups are **interrupt groups** (the driver's work after an
   interrupt); a packet's **interrupt delay** runs from the end clock of its last DMA (status
   write-back, else data) to the start of the next interrupt group that starts at least
-  ``irq_min_delay`` (5 us: interrupt delivery, entry into the service routine and its first
-  register access on the seed papers' PCs) later (a routine starting sooner was raised before
+  ``irq_min_delay`` (at most 5 us: interrupt delivery, entry into the service routine and its
+  first register access on the seed papers' PCs; less where this capture shows its host
+  quicker, see host_interrupt_latency) later (a routine starting sooner was raised before
   that DMA), and **packets per
   interrupt** counts, per interrupt group, the packets whose next interrupt group it is.
 - Packet **period** = from its anchor (setup group start, else first DMA) to the next packet's
@@ -110,6 +111,7 @@ PACKET_DTYPE = np.dtype([
     ("period_ps", np.float64), ("busy_ps", np.float64), ("occupancy", np.float64),
     ("data_dma_ideal_ps", np.float64),
     ("data_dma_efficiency", np.float64),  # data DMA at the bus limit / data DMA time
+    ("ambiguous", np.bool_),              # its grouping or routine could not be told (checks.py)
 ])
 
 
@@ -262,7 +264,7 @@ def _unknown_direction_kinds(transfers: np.ndarray, groups: np.ndarray, busy: Bu
     # the doorbells (_doorbell_fetches).
     routines = send_routines(groups, records, classes, np.ones(ds.size, bool), ds, search_groups=plain_groups,
                              busy=busy, prompt_gap_ps=csr_gap_ps, have_ad=have_ad)
-    if routines is not None:
+    if routines is not None and routines["setup"].any():
         fetch = _doorbell_fetches(transfers, unk, routines, records, busy, period_ps, descriptor_gap_ps)
         transfers["kind"][unk] = np.where(fetch, DESCRIPTOR, STATUS)
     return routines, True
@@ -368,7 +370,8 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
             # An interrupt service routine starting sooner than ``irq_min_delay`` after a
             # packet's last DMA was raised before it (interrupt delivery and entry take
             # microseconds): that packet waits for the next one.
-            k = np.searchsorted(istart, last + irq_min_delay_ps, side="right")
+            min_delay = min_interrupt_delay(istart, last, irq_min_delay_ps, period_ps)
+            k = np.searchsorted(istart, last + min_delay, side="right")
             has = k < inter.size
             p["interrupt_group"][has] = inter[k[has]]
             p["interrupt_delay_ps"][has] = istart[k[has]] - last[has]
@@ -389,6 +392,61 @@ def packets(transfers: np.ndarray, groups: np.ndarray, busy: BusyTime, *, period
         with np.errstate(divide="ignore", invalid="ignore"):
             p["occupancy"][:-1] = np.where(period > 0, busy_ps / period, np.nan)
     return p, groups
+
+
+LATENCY_WINDOW_PS = 500_000       # the host's spread of interrupt latencies
+LATENCY_SHARE = 0.5               # of the packets, at least, in the densest window
+LATENCY_PRIOR_PS = 5_000_000      # PCs of the seed papers: ~5-6 us from interrupt to routine
+PLAUSIBLE_LATENCY_PS = (1_000_000, 10_000_000)
+LATENCY_LAGS = 3
+
+
+def _crowd(d: np.ndarray) -> float | None:
+    """Start of the half microsecond holding at least half of ``d`` (and 4), else None."""
+    d = np.sort(d)
+    if d.size < 4:
+        return None
+    inside = np.searchsorted(d, d + LATENCY_WINDOW_PS, side="right") - np.arange(d.size)
+    j = int(np.argmax(inside))
+    return float(d[j]) if inside[j] >= max(4, LATENCY_SHARE * d.size) else None
+
+
+def latency_candidates(istart: np.ndarray, last: np.ndarray) -> list[float]:
+    """The host's possible times from a packet's last DMA to the interrupt routine it raised:
+    the host takes about the same time each time, so where each packet raises its own
+    interrupt the times from the packets' last DMAs to the next routine crowd at it (to the
+    routine after next, where the packets come faster than the host answers). Periodic traffic
+    crowds them at the next routines too, so each lag that crowds is a candidate; coalescence or
+    a queue spreads them out (no candidate)."""
+    istart = np.sort(istart)
+    k = np.searchsorted(istart, last, side="right")
+    out = []
+    for lag in range(LATENCY_LAGS):
+        has = k + lag < istart.size
+        c = _crowd(istart[k[has] + lag] - last[has])
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def host_interrupt_latency(istart: np.ndarray, last: np.ndarray) -> tuple[float | None, bool]:
+    """(latency, ambiguous): of the candidates (latency_candidates) the one nearest the seed
+    papers' PCs' ~5 us; ambiguous when more than one is a plausible host latency (1 - 10 us):
+    packets faster than the host answers leave the lag a guess without INTA#."""
+    cands = latency_candidates(istart, last)
+    if not cands:
+        return None, False
+    plausible = [c for c in cands if PLAUSIBLE_LATENCY_PS[0] <= c <= PLAUSIBLE_LATENCY_PS[1]]
+    best = min(cands, key=lambda c: abs(c - LATENCY_PRIOR_PS))
+    return best, len(plausible) > 1
+
+
+def min_interrupt_delay(istart: np.ndarray, last: np.ndarray, limit_ps: float, period_ps: float) -> float:
+    """The shortest time from a DMA to a routine it raised: the host's latency learnt from the
+    capture (host_interrupt_latency) less a clock, at most ``limit_ps`` (the option
+    irq_min_delay_us), which is kept where the latency cannot be learnt."""
+    latency, _ = host_interrupt_latency(istart, last)
+    return limit_ps if latency is None else min(limit_ps, latency - period_ps)
 
 
 def pause_gaps(packets_: np.ndarray) -> np.ndarray:

@@ -73,6 +73,8 @@ class LinkChain:
     unmatched_recv: np.ndarray        # recv-bus rx packet indices with no frame
     method: str                       # 'sequence' | 'time' | 'none'
     distributions: dict[str, Distribution]
+    warnings: list[str] = dataclasses.field(default_factory=list)   # evidence against the matching
+    doubtful_buses: list[str] = dataclasses.field(default_factory=list)   # packet count doubted (count_warnings)
 
     def counts(self) -> dict:
         s = self.chain["status"]
@@ -208,6 +210,7 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
         m = _side(anchor, t, after, tolerance_ps, spacing)
         return int((m >= 0).sum())
 
+    given = (send_bus, recv_bus)
     if send_bus is None and buses:
         send_bus = max(buses, key=lambda b: score(b, READ, False))
         if score(send_bus, READ, False) <= 0:
@@ -273,21 +276,38 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
                                np.where(r_ok, NO_SEND_DMA, UNMATCHED)))
 
     if control.any():
-        full = np.zeros(len(all_frames), CHAIN_DTYPE)
-        full[~control] = chain
-        full["frame"] = np.arange(len(all_frames))
-        c = np.flatnonzero(control)
-        full["seq"][c] = all_frames["udpmon_seq"][c]
-        full["wire_start_ps"][c] = all_frames["start_ps"][c]
-        full["wire_end_ps"][c] = all_frames["end_ps"][c]
-        full["wire_time_ps"][c] = all_frames["end_ps"][c] - all_frames["start_ps"][c]
-        for f in _PER_MATCH:
-            full[f][c] = -1
-        full["status"][c] = CONTROL
-        chain = full
-        s_ok = chain["send_packet"] >= 0
+        chain = _with_control_frames(chain, all_frames, control)
         r_ok = chain["recv_packet"] >= 0
+    dists = _chain_distributions(chain, r_ok)
 
+    warnings = direction_warnings(link, given, send_bus, recv_bus, score)
+    doubtful = []
+    for side, bus, unmatched in (("send", send_bus, un_s), ("recv", recv_bus, un_r)):
+        data_frames = chain[chain["status"] != CONTROL]
+        w = count_warnings(link, side, buses[bus], data_frames[f"{side}_packet"] >= 0, unmatched) if bus else []
+        warnings += w
+        doubtful += [bus] if w else []
+    return LinkChain(link, send_bus, recv_bus, chain, un_s, un_r, method, dists, warnings, doubtful)
+
+
+def _with_control_frames(chain: np.ndarray, all_frames: np.ndarray, control: np.ndarray) -> np.ndarray:
+    """The chain with a row for every MAC control frame too (status ``control``, no DMA)."""
+    full = np.zeros(len(all_frames), CHAIN_DTYPE)
+    full[~control] = chain
+    full["frame"] = np.arange(len(all_frames))
+    c = np.flatnonzero(control)
+    full["seq"][c] = all_frames["udpmon_seq"][c]
+    full["wire_start_ps"][c] = all_frames["start_ps"][c]
+    full["wire_end_ps"][c] = all_frames["end_ps"][c]
+    full["wire_time_ps"][c] = all_frames["end_ps"][c] - all_frames["start_ps"][c]
+    for f in _PER_MATCH:
+        full[f][c] = -1
+    full["status"][c] = CONTROL
+    return full
+
+
+def _chain_distributions(chain: np.ndarray, r_ok: np.ndarray) -> dict:
+    """The link's distributions (metrics.link_distributions) over its chain."""
     dists = {}
     for fig in link_distributions():
         v = chain[fig.field]
@@ -295,7 +315,54 @@ def link_chain(link: str, frames: np.ndarray, analysis, words: np.ndarray, *,
             dists[fig.name] = Distribution.of(v[chain["status"] != CONTROL], fig.scale)
         else:
             dists[fig.name] = Distribution.of(v[v >= 0] if fig.field != "wire_to_recv_pci_ps" else v[r_ok], fig.scale)
-    return LinkChain(link, send_bus, recv_bus, chain, un_s, un_r, method, dists)
+    return dists
+
+
+# Frames at the capture's ends may lack their DMA (and DMAs their frame): this many, or this share
+# of the frames, are not a sign of a wrong packet count.
+EDGE_FRAMES = 2
+EDGE_SHARE = 0.1
+
+
+def count_warnings(link: str, side: str, ba, matched: np.ndarray, unmatched: np.ndarray) -> list[str]:
+    """One frame on the wire probe is one packet: frames without a DMA on the bus, and packets of
+    the link's direction without a frame, beyond the capture's edges say the bus's packet count
+    is wrong (a frame cut into several packets, or several frames taken for one). Packets of
+    unknown direction (no C/BE#) without a frame count only where there are half again as
+    many as matched ones (the other direction's packets have no frame on this link). The
+    unmatched packets are counted ambiguous."""
+    n = int(matched.size)
+    if n == 0:
+        return []
+    d = ba.packets["direction"][unmatched]
+    known = d == (READ if side == "send" else WRITE)
+    extra = int(known.sum())
+    unknown = int((d == UNKNOWN_DIR).sum())
+    if unknown > 1.5 * matched.sum() + EDGE_FRAMES:
+        extra += unknown
+    missing = n - int(matched.sum())
+    if extra + missing <= max(EDGE_FRAMES, EDGE_SHARE * n):
+        return []
+    ba.packets["ambiguous"][unmatched] = True
+    return [f"link {link}: {n} frames on the probe, {missing} without a {side} DMA on bus {ba.name} and {extra} "
+            f"of its packets without a frame: one frame is one packet, so bus {ba.name}'s packet count is doubtful "
+            f"(frames cut into several packets or merged; or frames lost); {unmatched.size} packets counted ambiguous"]
+
+
+def direction_warnings(link: str, given: tuple, send_bus, recv_bus, score) -> list[str]:
+    """A link's direction against the data: each frame must follow one bus's DMA (the sender's
+    transmit DMA precedes it) and precede the other's. ``score(bus, direction, after)``: the
+    frames with a DMA of that direction before (after=False) or after them on ``bus``."""
+    if send_bus is None or recv_bus is None or send_bus == recv_bus:
+        return []
+    as_given = score(send_bus, READ, False) + score(recv_bus, WRITE, True)
+    swapped = score(recv_bus, READ, False) + score(send_bus, WRITE, True)
+    if swapped > as_given:
+        how = "given" if any(given) else "found"
+        return [f"link {link}: the buses {how} ({send_bus} sends, {recv_bus} receives) look the wrong way round: "
+                f"{swapped} frames follow a DMA on {recv_bus} and precede one on {send_bus}, {as_given} the other "
+                "way; check which bus sends on this link"]
+    return []
 
 
 def link_chains(decode_result, analysis, **kwargs) -> dict[str, LinkChain]:

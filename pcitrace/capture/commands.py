@@ -9,7 +9,7 @@ import sys
 import click
 
 from pcitrace import buses as bus_kinds
-from pcitrace.errors import PcitraceError
+from pcitrace.errors import PcitraceError, warning_line
 
 
 def _si(value: float, unit: str) -> str:
@@ -98,7 +98,7 @@ def capture_summary(path: str, profile_path: str | None = None) -> dict:
 def echo_warnings(path, warnings) -> None:
     """What a reader could read only in part (a file cut short), on standard error: one line each."""
     for w in warnings:
-        click.echo(f"pcitrace: warning: {path}: {w}", err=True)
+        click.echo(warning_line(path, w), err=True)
 
 
 def _print_summary(s: dict) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from pcitrace import pipeline
 from pcitrace.analyse import AnalysisOptions
+from pcitrace.analyse.checks import capture_warnings
 from pcitrace.capture.formats import format_of
-from pcitrace.errors import PcitraceError, describe_bug
+from pcitrace.errors import PcitraceError, describe_bug, warning_line
 from pcitrace.report.summary import bus_figures, bus_series, link_figures, link_series
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +77,9 @@ def _report(capture: str, run: pipeline.Run, with_series: bool) -> dict:
         "finding_kinds": _kinds(result.findings),
         "buses": [bus_figures(b) for b in analysis.buses.values()],
         "links": [link_figures(lc) for lc in run.chains.values()],
+        # what the reader could not read (a file cut short), then what the analysis could not tell
+        "warnings": list(run.capture.metadata.get("warnings", [])) + capture_warnings(result, analysis, run.chains),
     }
-    if run.capture.metadata.get("warnings"):
-        out["warnings"] = list(run.capture.metadata["warnings"])
     if with_series:
         out["series"] = {name: bus_series(b) for name, b in analysis.buses.items()}
         t0 = min((b.facts.start_ps for b in analysis.buses.values()), default=0)
@@ -161,6 +162,11 @@ def _run_dask(tasks, options, address: str, with_series: bool) -> Iterable[tuple
             yield i, r
     finally:
         client.close()
+
+
+def warning_lines(r: dict) -> list[str]:
+    """A result's warnings as stderr lines."""
+    return [warning_line(r["capture"], w) for w in r.get("warnings", [])]
 
 
 def stderr_is_terminal() -> bool:

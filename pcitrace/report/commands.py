@@ -66,7 +66,7 @@ def report(paths, profile, fmt, output, jobs, dask_address, csr_gap_us, rule, wi
     A capture that cannot be read is reported and the others still complete; the exit status is
     then 1.
     """
-    from pcitrace.report.batch import find_captures, run_batch, stderr_is_terminal
+    from pcitrace.report.batch import find_captures, run_batch, stderr_is_terminal, warning_lines
 
     if fmt is None:
         suffix = Path(output).suffix.lower() if output else ""
@@ -97,8 +97,8 @@ def report(paths, profile, fmt, output, jobs, dask_address, csr_gap_us, rule, wi
             tid = bar.add_task("", total=len(tasks))
 
             def step(r: dict) -> None:
-                for w in r.get("warnings", []):
-                    console.print(f"[yellow]warning[/yellow] {r['capture']}: {w}", highlight=False, markup=False)
+                for line in warning_lines(r):
+                    console.print(line, highlight=False, markup=False)
                 if "error" in r:
                     console.print(f"[red]failed[/red] {r['capture']}: {r['error']}", highlight=False)
                 bar.update(tid, advance=1, description=Path(r["capture"]).name)

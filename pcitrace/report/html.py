@@ -124,7 +124,7 @@ def _bus_section(r: dict, b: dict) -> str:
     )
     split = (f'<p class="meta">{b["width"]}-bit, {_f(b["clock_mhz"], 2)} MHz ({b["mode"]}), '
              f'{_f(b["bus_us_per_byte"] if "bus_us_per_byte" in b else lim["bus_us_per_byte"], 5)} µs/byte on the bus, '
-             f'{lim["gbe_us_per_byte"]} µs/byte on GbE. Busy clocks: data {_pct(ob["data"])}, wait {_pct(ob["wait"])}, '
+             f'{lim["link_us_per_byte"]} µs/byte on the link. Busy clocks: data {_pct(ob["data"])}, wait {_pct(ob["wait"])}, '
              f'address/termination {_pct(ob["address"])}, retry {_pct(ob["retry"])}{(", stray IRDY# " + _pct(ob["stray"])) if ob.get("stray") else ""}; by initiator: NIC '
              f'{_pct(oi["nic"])}, host (CSR) {_pct(oi["host"])}, other {_pct(oi["other"])}. '
              f'Classification rule: <code>{_e(b["classification_rule"])}</code>. '
@@ -238,6 +238,7 @@ def to_html(results: list[dict], options: dict | None = None, title: str = "pcit
                      f'protocol findings: {r.get("findings", 0)}'
                      + (" (" + ", ".join(f"{_e(k)} {v}" for k, v in r.get("finding_kinds", {}).items()) + ")"
                         if r.get("finding_kinds") else "") + "</p>")
+        parts.extend(f'<p class="err">warning: {_e(w)}</p>' for w in r.get("warnings", []))
         if not r.get("buses"):
             parts.append('<p class="err">no PCI bus in this capture</p>')
         for b in r.get("buses", []):

@@ -59,6 +59,7 @@ def bus_figures(b: BusAnalysis) -> dict:
         "dma_mbit_s": _num(b.dma_mbit_s),
         "packets": int(len(b.packets)),
         "packets_by_direction": b.packet_counts(),
+        "ambiguous": b.ambiguous,
         "transactions": {"total": int(len(b.records)), "csr": int((b.classes == 0).sum()),
                          "dma": int((b.classes == 1).sum()), "other": int((b.classes == 2).sum())},
         "csr_groups": {"total": int(len(b.groups)), "setup": int(b.groups["setup"].sum()),
@@ -71,7 +72,7 @@ def bus_figures(b: BusAnalysis) -> dict:
         "limits": {
             "bus_us_per_byte": _num(lim["bus_us_per_byte"], 7),
             "bus_mbit_s": _num(lim["bus_mbit_s"], 3),
-            "gbe_us_per_byte": lim["gbe_us_per_byte"],
+            "link_us_per_byte": lim["link_us_per_byte"],
             "data_dma_ideal_us": lim["data_dma_ideal_us"].rounded(4),
             "dma_burst_ideal_us": lim["dma_burst_ideal_us"].rounded(4),
             "wire_us": lim["wire_us"].rounded(4),

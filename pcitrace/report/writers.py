@@ -155,6 +155,11 @@ def to_markdown(results: list[dict]) -> str:
             cells = [f"`{r['capture']}`", lk["name"], f"{lk['send_bus'] or '–'} -> {lk['recv_bus'] or '–'}",
                      f"{fr['frames']} ({fr['matched']})"] + [cell(lk) for _, cell in _MD_LINK_COLUMNS]
             text += "| " + " | ".join(cells) + " |\n"
+    warned = [r for r in results if r.get("warnings")]
+    if warned:
+        text += "\n**Warnings**\n\n"
+        for r in warned:
+            text += "".join(f"- `{r['capture']}`: {w}\n" for w in r["warnings"])
     if errors:
         text += "\n**Captures that could not be analysed**\n\n"
         for r in errors:

@@ -311,3 +311,24 @@ def test_without_cbe_only_the_first_small_transfer_after_a_doorbell_is_its_fetch
                                                descriptor_gap_ps=32 * T_PS)
     assert routines is None and sends
     assert t["kind"].tolist() == [DESCRIPTOR, STATUS, dma.DATA] * 4
+
+
+def test_host_interrupt_latency_is_where_the_times_to_the_next_routine_crowd():
+    from pcitrace.analyse.packets import host_interrupt_latency, min_interrupt_delay
+
+    last = np.arange(10) * 20e6
+    istart = last + 2e6 + (np.arange(10) % 3) * 50e3          # 2 us, the host's jitter
+    assert host_interrupt_latency(istart, last) == (2e6, False)
+    assert min_interrupt_delay(istart, last, 5e6, 15000) == 2e6 - 15000
+    # no crowd (too few routines): the option's limit stays
+    assert host_interrupt_latency(istart[:3], last[:3]) == (None, False)
+    assert min_interrupt_delay(istart[:3], last[:3], 5e6, 15000) == 5e6
+
+
+def test_packets_faster_than_the_host_leave_the_latency_a_guess():
+    from pcitrace.analyse.packets import host_interrupt_latency
+
+    # a packet every 4 us, each routine 6 us after its packet: 2, 6 and 10 us all crowd
+    last = np.arange(20) * 4e6
+    latency, ambiguous = host_interrupt_latency(last + 6e6, last)
+    assert latency == 6e6 and ambiguous
