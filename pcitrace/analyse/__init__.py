@@ -6,9 +6,9 @@ options) -> BusAnalysis`` for one bus's records.
 """
 
 from pcitrace.analyse.analysis import (PACKET_FIGURES, Analysis, AnalysisOptions, BusAnalysis,  # noqa: F401
-                                       BusFacts, analyse, analyse_bus)
+                                       analyse, analyse_bus)
 from pcitrace.analyse.classify import CLASS_NAMES, CSR, DMA, OTHER, classify  # noqa: F401
 from pcitrace.analyse.stats import Distribution, Histogram  # noqa: F401
 
-__all__ = ["analyse", "analyse_bus", "Analysis", "AnalysisOptions", "BusAnalysis", "BusFacts",
+__all__ = ["analyse", "analyse_bus", "Analysis", "AnalysisOptions", "BusAnalysis",
            "Distribution", "Histogram", "classify", "CSR", "DMA", "OTHER", "CLASS_NAMES", "PACKET_FIGURES"]

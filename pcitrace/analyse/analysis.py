@@ -44,7 +44,6 @@ class AnalysisOptions:
 
 
 # What the analyser knows of a bus besides its records: the decoder's summary (one type)
-BusFacts = BusSummary
 
 
 # Per-packet figures that get distributions and histograms: name -> (packet field, scale to report unit)
@@ -53,7 +52,7 @@ PACKET_FIGURES: dict[str, tuple[str, float]] = {f.name: (f.field, f.scale) for f
 
 @dataclasses.dataclass
 class BusAnalysis:
-    facts: BusFacts
+    facts: BusSummary
     classification_rule: str
     records: np.ndarray           # this bus's records, in time order
     classes: np.ndarray           # int8 CSR / DMA / OTHER per record
@@ -146,7 +145,7 @@ class Analysis:
     findings: int = 0
 
 
-def analyse_bus(records: np.ndarray, facts: BusFacts, bars: Sequence[tuple[int, int]] | None = None,
+def analyse_bus(records: np.ndarray, facts: BusSummary, bars: Sequence[tuple[int, int]] | None = None,
                 options: AnalysisOptions | None = None, *, have_ad: bool | None = None,
                 link_bps: float | None = None) -> BusAnalysis:
     """All figures of one bus from its records (any order; records of other buses are not allowed)."""
@@ -226,5 +225,5 @@ def analyse(decode_result, options: AnalysisOptions | None = None) -> Analysis:
     return Analysis(out, o, int(len(decode_result.findings)))
 
 
-__all__ = ["AnalysisOptions", "BusFacts", "BusAnalysis", "Analysis", "analyse", "analyse_bus",
+__all__ = ["AnalysisOptions", "BusAnalysis", "Analysis", "analyse", "analyse_bus",
            "CSR", "DMA", "OTHER", "PACKET_FIGURES"]

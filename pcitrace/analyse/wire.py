@@ -368,7 +368,7 @@ def direction_warnings(link: str, given: tuple, send_bus, recv_bus, score) -> li
 def link_chains(decode_result, analysis, **kwargs) -> dict[str, LinkChain]:
     """A LinkChain for every probed link of a DecodeResult (``.frames``) analysed in ``analysis``."""
     out = {}
-    for link, frames in (getattr(decode_result, "frames", None) or {}).items():
+    for link, frames in decode_result.frames.items():
         out[link] = link_chain(link, frames, analysis, decode_result.words, **kwargs)
     return out
 

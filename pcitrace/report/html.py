@@ -123,7 +123,7 @@ def _bus_section(r: dict, b: dict) -> str:
         f'<div class="kv">efficiency <b>{_f(b["efficiency"], 3)}</b></div>'
     )
     split = (f'<p class="meta">{b["width"]}-bit, {_f(b["clock_mhz"], 2)} MHz ({b["mode"]}), '
-             f'{_f(b["bus_us_per_byte"] if "bus_us_per_byte" in b else lim["bus_us_per_byte"], 5)} µs/byte on the bus, '
+             f'{_f(lim["bus_us_per_byte"], 5)} µs/byte on the bus, '
              f'{lim["link_us_per_byte"]} µs/byte on the link. Busy clocks: data {_pct(ob["data"])}, wait {_pct(ob["wait"])}, '
              f'address/termination {_pct(ob["address"])}, retry {_pct(ob["retry"])}{(", stray IRDY# " + _pct(ob["stray"])) if ob.get("stray") else ""}; by initiator: NIC '
              f'{_pct(oi["nic"])}, host (CSR) {_pct(oi["host"])}, other {_pct(oi["other"])}. '

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcitrace.analyse import BusFacts
+from pcitrace.records import BusSummary
 from pcitrace.decode.records import records_from_dicts
 
 T_PS = 20_000          # 50 MHz: every clock is exactly 20 ns, so expected times are exact
@@ -60,6 +60,6 @@ def send_stream(*, with_gnt=True, with_ad=True, packets=PACKETS, pause_after: in
     return records_from_dicts(rows)
 
 
-def facts(total_clocks: int, width: int = 64, name: str = "pci") -> BusFacts:
-    return BusFacts(name=name, width=width, clock_hz=CLOCK_HZ, clocks=total_clocks, start_ps=0,
+def facts(total_clocks: int, width: int = 64, name: str = "pci") -> BusSummary:
+    return BusSummary(name=name, width=width, clock_hz=CLOCK_HZ, clocks=total_clocks, start_ps=0,
                     end_ps=(total_clocks - 1) * T_PS)
