@@ -142,6 +142,7 @@ CSR_RETRY_PATHS = ("both", "send", "irq")
 IRQ_ORDERS = ("reads_first", "writes_first", "interleaved")
 MAX_BURSTS = (0, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 MIN_LATENCY_TIMER = 16      # clocks: room for the header, the first data's latency and a few data phases
+MAX_TIME_US = 1e12            # any *_us key: 1e12 us is 1e18 ps, inside int64 with room for sums
 MIN_RATE_PER_US = 1e-6       # other masters: one transaction a second on average is the least that is drawn
 
 
@@ -307,6 +308,8 @@ class _Reader:
         return PcitraceError(f"{self._key(key)} {msg}", path=self.path, where=self._key(key), fix=fix)
 
     def get(self, key, default, kind, *, lo=None, hi=None, choices=None):
+        if kind is float and key.endswith("_us"):           # a time: its picoseconds must fit an int64
+            hi = MAX_TIME_US if hi is None else min(hi, MAX_TIME_US)
         self.used.add(key)
         if key not in self.table:
             return default
@@ -332,7 +335,7 @@ class _Reader:
             raise self.err(key, f"is {v:g}" if isinstance(v, float) else f"is {v!r}",
                            f"use one of {', '.join(f'{c:g}' if isinstance(c, float) else str(c) for c in choices)}")
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            rng = f"{lo if lo is not None else '-inf'} .. {hi if hi is not None else 'inf'}"
+            rng = f"{_bound(lo, '-inf')} .. {_bound(hi, 'inf')}"
             raise self.err(key, f"= {v} is out of range", f"use a value in {rng}")
         return v
 
@@ -346,6 +349,10 @@ class _Reader:
             raise self.err(extra[0], "is not a scenario key",
                            "remove it or check its spelling (the keys are listed in "
                            "pcitrace.sim.scenario's documentation)")
+
+
+def _bound(v, none: str) -> str:
+    return none if v is None else f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _finite(v: int | float) -> bool:

@@ -138,3 +138,12 @@ def test_a_scenario_that_is_not_utf8_is_refused_with_the_byte(tmp_path):
     path.write_bytes(b'name = "a\xfeb"\n')
     with pytest.raises(PcitraceError, match=r"\(byte 9\): is not UTF-8 text \(0xfe"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize("table,key", [("traffic", "start_us"), ("traffic", "spacing_us"), ("link", "propagation_us")])
+def test_a_time_no_picosecond_count_holds_is_refused_by_name(tmp_path, table, key):
+    # fuzz campaign seed 102, scenario #253: start_us = 1e308 made the model's time infinite
+    path = tmp_path / "s.toml"
+    path.write_text(f"[{table}]\n{key} = 1e308\n")
+    with pytest.raises(PcitraceError, match=f"{key}.*out of range"):
+        load_scenario(path)
