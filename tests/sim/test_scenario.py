@@ -82,7 +82,7 @@ command = "mem_read_multiple"
     ({"bus": [{"name": "s"}], "traffic": {"pattern": "burst"}}, "traffic.pattern", "stream"),
     ({"bus": [{"name": "s"}], "link": {"rate_gbps": 2.5}}, "link.rate_gbps", "1, 10"),
     ({"bus": [{"name": "s"}], "link": {"lost": [-1]}}, "link.lost", "sequence numbers"),
-    ({"bus": [{"name": "s"}], "link": {"loss": 1.5}}, "link.loss", "0.0 .. 1.0"),
+    ({"bus": [{"name": "s"}], "link": {"loss": 1.5}}, "link.loss", "0 .. 1"),
     ({"bus": [{"name": "s"}], "ad": "yes"}, "ad", "true or false"),
     ({"bus": [{"name": "s"}], "mode": "state", "faults": {"glitches": 2}}, "faults.glitches", "timing"),
     ({"bus": [{"name": "s"}], "colour": 1}, "colour", "spelling"),
