@@ -142,7 +142,7 @@ CSR_RETRY_PATHS = ("both", "send", "irq")
 IRQ_ORDERS = ("reads_first", "writes_first", "interleaved")
 MAX_BURSTS = (0, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 MIN_LATENCY_TIMER = 16      # clocks: room for the header, the first data's latency and a few data phases
-MAX_TIME_US = 1e12            # any *_us key: 1e12 us is 1e18 ps, inside int64 with room for sums
+MAX_TIME_US = 1e15            # any *_us key: finite picoseconds (1e308 us made the model's time inf); past 2**63 ps the engine holds a time at its maximum, never due
 MIN_RATE_PER_US = 1e-6       # other masters: one transaction a second on average is the least that is drawn
 
 
