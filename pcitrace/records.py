@@ -119,6 +119,8 @@ class BusSummary:
     have_cbe: bool | None = None             # C/BE# captured
     gnt: str | None = None                   # the signal carrying the NIC's GNT#
     req: str | None = None                   # ... and its REQ#
+    send_bus: str | None = None              # a probed link: the bus whose NIC sends, if the profile says
+    recv_bus: str | None = None              # ... and the one whose NIC receives
 
     def with_clock(self) -> "BusSummary":
         """This summary with a clock rate for the analyser: measured from the time span when

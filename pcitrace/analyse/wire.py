@@ -369,7 +369,10 @@ def link_chains(decode_result, analysis, **kwargs) -> dict[str, LinkChain]:
     """A LinkChain for every probed link of a DecodeResult (``.frames``) analysed in ``analysis``."""
     out = {}
     for link, frames in decode_result.frames.items():
-        out[link] = link_chain(link, frames, analysis, decode_result.words, **kwargs)
+        summary = decode_result.buses.get(link)
+        ends = {key: getattr(summary, key) for key in ("send_bus", "recv_bus")
+                if summary is not None and getattr(summary, key) is not None}
+        out[link] = link_chain(link, frames, analysis, decode_result.words, **{**ends, **kwargs})
     return out
 
 

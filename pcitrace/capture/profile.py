@@ -71,6 +71,10 @@ class BusProfile:
     clock_hz: float | None = None
     nic: NicIdentity = dataclasses.field(default_factory=NicIdentity)
     link_bps: float | None = None
+    # a probed link: the PCI bus whose NIC sends its frames and the one whose NIC receives them,
+    # when the user knows them (else they are told from the data)
+    send_bus: str | None = None
+    recv_bus: str | None = None
 
     @property
     def bus_kind(self) -> BusKind:
@@ -147,7 +151,8 @@ def _err(path, where, msg, fix="correct the profile (see `pcitrace info CAPTURE`
     return PcitraceError(msg, path=path, where=where, fix=fix)
 
 
-_BUS_KEYS = {"name", "kind", "mode", "signals", "inverted", "width", "clock_hz", "nic", "link_bps"}
+_BUS_KEYS = {"name", "kind", "mode", "signals", "inverted", "width", "clock_hz", "nic", "link_bps",
+             "send_bus", "recv_bus"}
 
 
 def _parse_bus(path, i: int, t: dict) -> BusProfile:
@@ -170,9 +175,37 @@ def _parse_bus(path, i: int, t: dict) -> BusProfile:
     clock_hz = _parse_rate(path, f"{where} clock_hz", "clock_hz", t.get("clock_hz"), "a frequency in Hz",
                            MIN_RATE_HZ, MAX_RATE_HZ)
     link = _parse_rate(path, f"{where} link_bps", "link_bps", t.get("link_bps"), "a bit rate", 1.0, MAX_LINK_BPS)
+    ends = {key: _parse_link_end(path, where, kind, key, t.get(key)) for key in ("send_bus", "recv_bus")}
     return BusProfile(name=name, kind=kind.name, signals=signals, inverted=inverted, width=int(width),
                       clock_hz=clock_hz, nic=_parse_nic(path, f"{where} nic", t.get("nic", {}), signals),
-                      link_bps=link or kind.default_link_bps)
+                      link_bps=link or kind.default_link_bps, **ends)
+
+
+def _parse_link_end(path, where: str, kind: BusKind, key: str, value) -> str | None:
+    """``send_bus`` / ``recv_bus`` of a probed link: a bus name (checked against the profile's
+    buses once all are read)."""
+    if value is None:
+        return None
+    if kind.transactions:
+        raise _err(path, f"{where} {key}", f"{key} belongs to a probed link (kind = \"gbe_probe\"), not a {kind.title} bus",
+                   fix=f"move {key} to the link's [[bus]] table")
+    if not isinstance(value, str) or not value:
+        raise _err(path, f"{where} {key}", f"{key} = {value!r} is not a bus name", fix=f'write {key} = "BUS NAME"')
+    return value
+
+
+def _check_link_ends(path, buses: list[BusProfile]) -> None:
+    """Each link's send_bus / recv_bus names a PCI bus of the profile, and not the same one twice."""
+    pci = [b.name for b in buses if b.is_pci]
+    for b in buses:
+        for key in ("send_bus", "recv_bus"):
+            name = getattr(b, key)
+            if name is not None and name not in pci:
+                raise _err(path, f"[[bus]] {b.name!r} {key}", f"{key} = {name!r} is no PCI bus of the profile",
+                           fix=f"use one of {', '.join(pci) or '(no PCI bus)'}")
+        if b.send_bus is not None and b.send_bus == b.recv_bus:
+            raise _err(path, f"[[bus]] {b.name!r}", f"send_bus and recv_bus are both {b.send_bus!r}",
+                       fix="name the bus whose NIC sends and the one whose NIC receives")
 
 
 def _parse_kind(path, where: str, kind, mode) -> BusKind:
@@ -261,6 +294,7 @@ def parse_profile(data: dict, path=None) -> Profile:
     if len(set(names)) != len(names):
         raise _err(path, "[[bus]] names", f"duplicate bus names in {names}",
                    fix="give every bus its own name")
+    _check_link_ends(path, buses)
     return Profile(buses, path=os.fspath(path) if path else None,
                    source="file" if path else "memory")
 
@@ -315,6 +349,9 @@ def dump_profile(profile: Profile) -> str:
             lines.append(f"clock_hz = {_toml_num(b.clock_hz)}")
         if b.link_bps and b.bus_kind.default_link_bps is not None:
             lines.append(f"link_bps = {_toml_num(b.link_bps)}")
+        for key in ("send_bus", "recv_bus"):
+            if getattr(b, key) is not None:
+                lines.append(f"{key} = {_toml_str(getattr(b, key))}")
         if b.inverted:
             lines.append("inverted = [" + ", ".join(_toml_str(x) for x in sorted(b.inverted)) + "]")
         lines.append("[bus.signals]")

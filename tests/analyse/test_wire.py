@@ -133,3 +133,20 @@ def test_frames_with_no_dma_anywhere_are_reported_unmatched_not_forced():
     assert (lc.chain["recv_packet"] == -1).all()
     assert len(lc.unmatched_send) > 30 and len(lc.unmatched_recv) > 30
     assert json.dumps(lc.counts())
+
+
+def test_a_link_given_the_wrong_way_round_is_taken_as_given_and_warned_about(tmp_path):
+    # issue 17: a request/response link's buses could be put the wrong way round, and no option
+    # let the user say which bus sends. The profile now says it; against the data it is warned about.
+    from pcitrace import pipeline
+    from pcitrace.capture.profile import load_profile
+    from tests.conftest import SAMPLES
+
+    text = (SAMPLES / "reqresp_64_1400.profile.toml").read_text()
+    path = tmp_path / "p.toml"
+    for send, recv, wrong in (("b", "a", False), ("a", "b", True)):
+        path.write_text(text.replace('name = "b_to_a"\nkind = "gbe_probe"\n',
+                                     f'name = "b_to_a"\nkind = "gbe_probe"\nsend_bus = "{send}"\nrecv_bus = "{recv}"\n'))
+        chain = pipeline.run(SAMPLES / "reqresp_64_1400.sr", load_profile(path)).chains["b_to_a"]
+        assert (chain.send_bus, chain.recv_bus) == (send, recv)
+        assert bool(chain.warnings) == wrong

@@ -13,6 +13,7 @@ from pcitrace.capture.model import Capture, TimeBase
 from pcitrace.capture.profile import (BusProfile, NicIdentity, Profile, detect_profile,
                                       dump_profile, load_profile, resolve_profile, save_profile)
 from pcitrace.errors import PcitraceError
+from tests.conftest import SAMPLES
 
 
 def cap_of(names, n=8, widths=None, tb=None):
@@ -352,3 +353,32 @@ def test_vector_channels_from_a_vector_or_numbered_bits():
     assert _vector_channels([(C(name="AD1", width=1), 1, None)]) is None      # bit 0 missing
     assert _line_channel([(C(name="FRAME#", width=1), None, None)]) == "FRAME#"
     assert _line_channel([(C(name="a.FRAME#", width=1), None, None), (C(name="FRAME", width=1), None, None)]) is None
+
+
+def _write(path, text: str):
+    path.write_text(text)
+    return path
+
+
+def _link_profile(tmp_path, extra: str):
+    text = (SAMPLES / "reqresp_64_1400.profile.toml").read_text()
+    text = text.replace('name = "b_to_a"\nkind = "gbe_probe"\n', f'name = "b_to_a"\nkind = "gbe_probe"\n{extra}\n')
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_link_can_say_which_bus_sends_and_which_receives(tmp_path):
+    prof = load_profile(_link_profile(tmp_path, 'send_bus = "b"\nrecv_bus = "a"'))
+    link = prof.bus("b_to_a")
+    assert (link.send_bus, link.recv_bus) == ("b", "a")
+    again = load_profile(_write(tmp_path / "again.toml", dump_profile(prof)))
+    assert (again.bus("b_to_a").send_bus, again.bus("b_to_a").recv_bus) == ("b", "a")
+
+
+@pytest.mark.parametrize("extra,match", [('send_bus = "c"', "no PCI bus"), ('send_bus = "a_to_b"', "no PCI bus"),
+                                         ('send_bus = 3', "not a bus name"),
+                                         ('send_bus = "a"\nrecv_bus = "a"', "both 'a'")])
+def test_a_link_end_that_is_no_pci_bus_is_an_error(tmp_path, extra, match):
+    with pytest.raises(PcitraceError, match=match):
+        load_profile(_link_profile(tmp_path, extra))
