@@ -223,6 +223,22 @@ def correlate(capture, runlog_path, profile, bus, run_times, port, fmt, output):
 
 
 # --- sweep -----------------------------------------------------------------------------------
+def _spacings(items) -> dict[str, float]:
+    """--spacing NAME=US options as {NAME: us}."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            us = float(value)
+        except ValueError:
+            us = math.nan
+        if not sep or not name or not (math.isfinite(us) and us > 0):
+            raise PcitraceError(f"--spacing {item!r} is not NAME=US with a positive spacing in us", where="--spacing",
+                                fix="write e.g. --spacing pro1000_w12=12")
+        out[name] = us
+    return out
+
+
 @click.command("sweep")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("scanlog", type=click.Path(dir_okay=False, path_type=Path))
@@ -232,7 +248,10 @@ def correlate(capture, runlog_path, profile, bus, run_times, port, fmt, output):
               help="Channel profile for every capture (default: each capture's own).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
 @click.option("--table", "table_out", default=None, help="Write the table here instead of stdout.")
-def sweep(directory, scanlog, plot, profile, fmt, table_out):
+@click.option("--spacing", "spacing", multiple=True, metavar="NAME=US",
+              help="Requested packet spacing of capture NAME (file name or name without extension), in us; "
+                   "default: NAME.scenario.toml beside it. Repeatable.")
+def sweep(directory, scanlog, plot, profile, fmt, table_out, spacing):
     """Throughput and PCI occupancy against packet spacing: captures in DIRECTORY + a UDPmon scan."""
     from pcitrace.correlate.correlate import capture_packets
     from pcitrace.correlate.runlog import read_runlog
@@ -243,6 +262,7 @@ def sweep(directory, scanlog, plot, profile, fmt, table_out):
         if out and out != "-" and not Path(out).resolve().parent.is_dir():
             raise PcitraceError(f"the directory {Path(out).parent} does not exist", path=out,
                                 fix="create the directory or choose another output path")
+    spacings = _spacings(spacing)
     scan = read_runlog(scanlog)
     caps = find_captures(directory)
     progress = None
@@ -257,9 +277,9 @@ def sweep(directory, scanlog, plot, profile, fmt, table_out):
                 r = capture_packets(p, profile=profile)
                 progress.advance(task)
                 return r
-            result = do_sweep(caps, scan, packets_of)
+            result = do_sweep(caps, scan, packets_of, spacings)
     else:
-        result = do_sweep(caps, scan, lambda p: capture_packets(p, profile=profile))
+        result = do_sweep(caps, scan, lambda p: capture_packets(p, profile=profile), spacings)
     plot_sweep(result, plot)
     rows = result.table()
     if fmt == "json":

@@ -22,8 +22,8 @@ from pcitrace.errors import PcitraceError
 @dataclass
 class SweepRow:
     capture: str
-    spacing_us: float                  # requested spacing (scenario) or measured packet spacing
-    spacing_source: str                # 'scenario' or 'measured'
+    spacing_us: float                  # the spacing the test asked for (scenario file or --spacing)
+    spacing_source: str                # 'scenario' or 'option'
     measured_spacing_us: float
     scan: dict                         # the scan row this capture belongs to ({} if none near)
     throughput_mbit: float             # user bytes moved by the NIC / time, from the capture
@@ -78,7 +78,27 @@ def _scenario_spacing(capture: Path) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def sweep_row(capture: Path, packets: list[CapturePackets], scan: RunLog) -> SweepRow:
+def requested_spacing(capture: Path, measured: float, spacings: dict[str, float] | None = None) -> tuple[float, str]:
+    """The spacing the test asked for, and where it was said: ``spacings`` (--spacing, by capture
+    file name or NAME), else NAME.scenario.toml beside the capture. Never the measured spacing: a
+    NIC that cannot keep up spaces its packets wider than asked, and pairing that with the scan's
+    nearest row would compare different runs without a word."""
+    spacings = spacings or {}
+    for key in (capture.name, stem(capture)):
+        if key in spacings:
+            return float(spacings[key]), "option"
+    requested = _scenario_spacing(capture)
+    if requested is not None:
+        return requested, "scenario"
+    seen = f"{measured:.4g} us measured between its packets" if math.isfinite(measured) else "no spacing measured"
+    raise PcitraceError(f"no requested packet spacing for this capture ({seen}; that is what the NIC managed, "
+                        "not what the test asked)", path=capture,
+                        fix=f"give it: --spacing {stem(capture) or capture.name}=US, or NAME.scenario.toml "
+                            "with [traffic] spacing_us beside the capture")
+
+
+def sweep_row(capture: Path, packets: list[CapturePackets], scan: RunLog,
+              spacings: dict[str, float] | None = None) -> SweepRow:
     if not packets:
         raise PcitraceError("the capture shows no packets", path=capture,
                             fix="check its profile (NIC identity) with `pcitrace info`")
@@ -86,8 +106,7 @@ def sweep_row(capture: Path, packets: list[CapturePackets], scan: RunLog) -> Swe
     recv = next((p for p in packets if p.direction == "rx"), None)
     t = np.sort(send.time_ps)
     measured = float(np.median(np.diff(t))) / 1e6 if len(t) > 1 else math.nan
-    requested = _scenario_spacing(capture)
-    spacing, source = (requested, "scenario") if requested is not None else (measured, "measured")
+    spacing, source = requested_spacing(capture, measured, spacings)
     # Throughput as the receiver's bus saw it (what arrived), else the sender's.
     basis = recv if recv is not None and len(recv) > 1 else send
     tb = np.sort(basis.time_ps)
@@ -119,13 +138,14 @@ def sweep_row(capture: Path, packets: list[CapturePackets], scan: RunLog) -> Swe
     return SweepRow(capture.name, float(spacing), source, measured, scan_row, throughput, occ, busy)
 
 
-def sweep(captures: list[Path], scan: RunLog, packets_of) -> SweepResult:
-    """``packets_of(path) -> list[CapturePackets]`` reads one capture (the analyser normally)."""
+def sweep(captures: list[Path], scan: RunLog, packets_of, spacings: dict[str, float] | None = None) -> SweepResult:
+    """``packets_of(path) -> list[CapturePackets]`` reads one capture (the analyser normally);
+    ``spacings``: requested spacing in us by capture file name or NAME (see requested_spacing)."""
     if (scan.kind != "udpmon_bw" or scan.variant not in ("scan", "scan_x") or len(scan.rows) < 2
             or "recv_wire_rate_mbit" not in scan.rows[0]):
         raise PcitraceError(f"is a {scan.kind} {scan.variant} log, not a udpmon_bw_mon scan", path=scan.path,
                             fix="give the output of udpmon_bw_mon -i START -e END (optionally -x)")
-    rows = [sweep_row(Path(c), packets_of(Path(c)), scan) for c in captures]
+    rows = [sweep_row(Path(c), packets_of(Path(c)), scan, spacings) for c in captures]
     rows.sort(key=lambda r: r.spacing_us)
     return SweepResult(scan, rows)
 

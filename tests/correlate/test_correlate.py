@@ -300,3 +300,36 @@ def test_an_unrelated_run_is_flagged_not_reported_as_a_clean_match(g_sim):
                  "-o", str(g_sim[0].parent / "same.json")])
     assert same == 0
     assert json.loads((g_sim[0].parent / "same.json").read_text())["summary"]["doubts"] == []
+
+
+@pytest.mark.slow
+def test_sweep_refuses_to_guess_a_capture_spacing_and_takes_it_from_the_option(sweep_dir, tmp_path):
+    # issue 17: captures without scenario files were paired with the scan row nearest their
+    # measured spacing (all at 12.3 us) without a word
+    import shutil
+
+    from pcitrace.correlate.sweep import find_captures, sweep
+    from pcitrace.errors import PcitraceError
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for c in find_captures(sweep_dir):
+        shutil.copy(c, bare / c.name)
+    scan = read_runlog(SCAN_LOG)
+    with pytest.raises(PcitraceError, match="no requested packet spacing.*measured between its packets") as info:
+        sweep(find_captures(bare), scan, lambda p: capture_packets(p))
+    assert "--spacing pro1000_w12=US" in str(info.value)
+    plot = tmp_path / "s.png"
+    args = ["sweep", str(bare), str(SCAN_LOG), "-o", str(plot), "--format", "json"]
+    args += [a for sp in SPACINGS for a in ("--spacing", f"pro1000_w{int(sp)}={sp}")]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["rows"]
+    assert [(row["spacing_us"], row["spacing_source"]) for row in rows] == [(sp, "option") for sp in SPACINGS]
+
+
+@pytest.mark.parametrize("bad", ["w12", "w12=", "w12=x", "w12=-3", "=12"])
+def test_a_spacing_option_that_is_not_name_equals_us_is_an_error(bad):
+    from pcitrace.correlate.commands import _spacings
+    from pcitrace.errors import PcitraceError
+    with pytest.raises(PcitraceError, match="NAME=US"):
+        _spacings([bad])
