@@ -121,6 +121,7 @@ class BusSummary:
     req: str | None = None                   # ... and its REQ#
     send_bus: str | None = None              # a probed link: the bus whose NIC sends, if the profile says
     recv_bus: str | None = None              # ... and the one whose NIC receives
+    measured_clock_hz: float | None = None   # the clock rate the capture shows (clock_hz may be the profile's)
 
     def with_clock(self) -> "BusSummary":
         """This summary with a clock rate for the analyser: measured from the time span when

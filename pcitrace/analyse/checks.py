@@ -22,6 +22,7 @@ from pcitrace.analyse.packets import host_interrupt_latency
 # normally ended memory write; one decoded from a conventional PCI bus reads the first data
 # word there instead.
 PCIX_BYTE_COUNT_AGREEMENT = 0.5
+CLOCK_DISAGREEMENT = 0.03      # a profile clock this far from the measured one is warned about (66 vs 66.67 MHz is 1 %)
 # Bursts of one size the NIC ended itself, followed at once by the next burst: enough of them
 # that the NIC (not the target) cuts its buffers into bursts of that size.
 NIC_ENDED_SHARE = 0.2
@@ -33,10 +34,14 @@ NO_PACKET_BURSTS = 3
 
 
 def profile_warnings(decoded) -> list[str]:
-    """The profile's bus mode and width against what the decoded capture shows."""
+    """The profile's bus clock, mode and width against what the decoded capture shows."""
     out = []
     r = decoded.records
     for name, s in decoded.buses.items():
+        if s.clock_hz and s.measured_clock_hz and abs(s.clock_hz / s.measured_clock_hz - 1) > CLOCK_DISAGREEMENT:
+            out.append(f"bus {name}: the profile says a {s.clock_hz / 1e6:.6g} MHz clock but the capture's clock "
+                       f"runs at {s.measured_clock_hz / 1e6:.6g} MHz; every time-based figure uses the profile's: "
+                       "correct clock_hz or leave it out")
         if s.kind not in ("pci", "pcix") or not len(r):
             continue
         mine = r[r["bus"] == name]

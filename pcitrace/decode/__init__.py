@@ -38,18 +38,24 @@ class DecodeResult:
 
 
 def bus_summary(bus, clock_hz: float | None, clocks: int, start_ps: int, end_ps: int,
-                busy_clocks: int | None = None) -> BusSummary:
+                busy_clocks: int | None = None, measured_clock_hz: float | None = None) -> BusSummary:
     """The BusSummary of a profile's bus from what decoding measured on it."""
     sig, nic = bus.signals, bus.nic
     return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width) if bus.is_pci else 0, clock_hz, clocks,
                       start_ps, end_ps, busy_clocks, bars=tuple(nic.bars), have_ad="ad" in sig,
                       have_cbe="cbe_n" in sig, gnt=nic.gnt, req=nic.req, send_bus=bus.send_bus,
-                      recv_bus=bus.recv_bus)
+                      recv_bus=bus.recv_bus, measured_clock_hz=measured_clock_hz)
 
 
 def _clock_hz(bus, times_first: np.ndarray | None, clocks: int, start: int, end: int) -> float | None:
+    """The clock rate analysis uses: the profile's, else the one measured."""
     if bus.clock_hz:
         return float(bus.clock_hz)
+    return _measured_clock_hz(times_first, clocks, start, end)
+
+
+def _measured_clock_hz(times_first: np.ndarray | None, clocks: int, start: int, end: int) -> float | None:
+    """The clock rate the capture shows: from the first clock times, else the span."""
     if times_first is not None and len(times_first) > 1:
         d = np.diff(times_first)
         med = float(np.median(d))
@@ -163,7 +169,8 @@ class _BusSpan:
 
     def summary(self, bus) -> "BusSummary":
         return bus_summary(bus, _clock_hz(bus, self.first_times, self.clocks, self.start_ps, self.end_ps),
-                           self.clocks, self.start_ps, self.end_ps, self.busy)
+                           self.clocks, self.start_ps, self.end_ps, self.busy,
+                           _measured_clock_hz(self.first_times, self.clocks, self.start_ps, self.end_ps))
 
 
 def check_control_lines(capture, bus, profile_name: str = "profile") -> None:

@@ -193,3 +193,17 @@ def test_latency_timer_bursts_whose_last_piece_is_small_are_nic_ended():
     res[:] = True
     res[4::5] = False
     assert checks.nic_ended_size(b, res, 64) == 240
+
+
+def test_a_profile_clock_the_capture_does_not_run_at_is_warned_about(tmp_path):
+    # issue 17: the profile's clock is checked against the capture (a state capture at 66.67 MHz here)
+    from pcitrace.capture.profile import load_profile
+
+    text = (SAMPLES / "control_only.profile.toml").read_text()
+    right = pipeline.run(SAMPLES / "control_only.sr", load_profile(SAMPLES / "control_only.profile.toml"))
+    assert not [w for w in checks.profile_warnings(right.decoded) if "clock" in w]
+    path = tmp_path / "p.toml"
+    path.write_text(text.replace("clock_hz = 66666666.666666664", "clock_hz = 33333333.333333332"))
+    wrong = pipeline.run(SAMPLES / "control_only.sr", load_profile(path))
+    warned = [w for w in checks.profile_warnings(wrong.decoded) if "clock" in w]
+    assert warned and "33.3333 MHz" in warned[0] and "66.6667 MHz" in warned[0]
