@@ -105,6 +105,17 @@ def run(capture, profile=None, *, until: Stage = "link", buses=None, engine: str
     return out
 
 
+def _decode_progress(progress, cancelled) -> Callable[[int], None]:
+    """The decoder's per-chunk callback: stop if ``cancelled()``, else report the clocks done."""
+
+    def on_clocks(n: int) -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled()
+        if progress is not None:
+            progress("decode", n)
+    return on_clocks
+
+
 def stream_records(capture, profile=None, *, buses=None, chunk_clocks: int | None = None,
                    progress: Callable[[str, int], None] | None = None,
                    cancelled: Callable[[], bool] | None = None):
@@ -117,12 +128,7 @@ def stream_records(capture, profile=None, *, buses=None, chunk_clocks: int | Non
     from pcitrace.decode import DEFAULT_CHUNK_CLOCKS, iter_records
 
     opened = run(capture, profile, until="profile", progress=progress, cancelled=cancelled)
-
-    def on_clocks(n: int) -> None:
-        if cancelled is not None and cancelled():
-            raise Cancelled()
-        if progress is not None:
-            progress("decode", n)
+    on_clocks = _decode_progress(progress, cancelled)
 
     def chunks():
         if progress is not None:
@@ -143,12 +149,7 @@ def stream_records(capture, profile=None, *, buses=None, chunk_clocks: int | Non
 
 def _steps(out: Run, capture, profile, buses, engine, options, chunk_clocks, progress, cancelled) -> dict:
     """The stages as steps that fill ``out`` in."""
-
-    def on_clocks(n: int) -> None:
-        if cancelled is not None and cancelled():
-            raise Cancelled()
-        if progress is not None:
-            progress("decode", n)
+    on_clocks = _decode_progress(progress, cancelled)
 
     def do_open():
         out.capture = _open(capture)
