@@ -122,6 +122,8 @@ class BusSummary:
     send_bus: str | None = None              # a probed link: the bus whose NIC sends, if the profile says
     recv_bus: str | None = None              # ... and the one whose NIC receives
     measured_clock_hz: float | None = None   # the clock rate the capture shows (clock_hz may be the profile's)
+    max_burst_bytes: int | None = None       # the profile's hints about the NIC: it ends its own bursts every N bytes
+    descriptor_bytes: int | None = None      # ... and one DMA descriptor's size
 
     def with_clock(self) -> "BusSummary":
         """This summary with a clock rate for the analyser: measured from the time span when

@@ -158,12 +158,14 @@ def analyse_bus(records: np.ndarray, facts: BusSummary, bars: Sequence[tuple[int
         have_ad = ad_captured(records)
     busy = BusyTime.of(records, T)
     bursts = dma.dma_bursts(records, classes, dirs, T, facts.width)
-    nic_burst = checks.nic_ended_size(bursts, dma.resumed(bursts, T, busy, o.transfer_gap_clocks * T),
-                                      o.max_control_bytes)
+    # what the profile says of the NIC wins over what is learnt from the capture
+    descriptor_bytes = facts.descriptor_bytes or o.descriptor_bytes
+    nic_burst = facts.max_burst_bytes or checks.nic_ended_size(
+        bursts, dma.resumed(bursts, T, busy, o.transfer_gap_clocks * T), o.max_control_bytes)
     transfers = dma.dma_transfers(records, classes, bursts, have_ad=have_ad, gap_ps=o.transfer_gap_clocks * T,
                                   period_ps=T, max_control_bytes=o.max_control_bytes,
                                   descriptor_gap_ps=o.descriptor_gap_clocks * T, busy=busy,
-                                  descriptor_bytes=o.descriptor_bytes, nic_burst=nic_burst)
+                                  descriptor_bytes=descriptor_bytes, nic_burst=nic_burst)
     data_dma = np.zeros(len(records), bool)
     if bursts.size:
         data_dma[bursts["record"]] = transfers["kind"][bursts["transfer"]] == dma.DATA
@@ -175,7 +177,7 @@ def analyse_bus(records: np.ndarray, facts: BusSummary, bars: Sequence[tuple[int
                              split_factor=0.0, busy=busy)
     packets, groups = pk.packets(transfers, groups, busy, period_ps=T, bus_width=facts.width,
                                  have_ad=have_ad, records=records, classes=classes, plain_groups=windows,
-                                 csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=o.descriptor_bytes,
+                                 csr_gap_ps=o.csr_gap_us * 1e6, descriptor_bytes=descriptor_bytes,
                                  descriptor_gap_ps=o.descriptor_gap_clocks * T,
                                  irq_min_delay_ps=o.irq_min_delay_us * 1e6)
     split = split_clocks(records, classes, facts.clocks, facts.mode, facts.busy_clocks)

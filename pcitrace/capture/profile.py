@@ -17,6 +17,8 @@ A profile is a TOML file with one ``[[bus]]`` table per bus (or probe link direc
     gnt = "gnt_n"                # canonical signals carrying the NIC's GNT# / REQ#
     req = "req_n"
     bars = [[0xf0000000, 0xf0001fff]]
+    max_burst_bytes = 256        # optional: the NIC ends its own bursts every N bytes (else learnt)
+    descriptor_bytes = 16        # optional: one DMA descriptor (default 16)
 
 Canonical PCI signals: clk, frame_n, irdy_n, trdy_n, stop_n, devsel_n, ad, cbe_n, par, par64,
 req64_n, ack64_n, idsel, req_n, gnt_n, perr_n, serr_n, inta_n, rst_n. Probe signals
@@ -56,6 +58,8 @@ class NicIdentity:
     gnt: str | None = None
     req: str | None = None
     bars: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    max_burst_bytes: int | None = None     # the NIC ends its own bursts every N bytes (a hint; else learnt)
+    descriptor_bytes: int | None = None    # one DMA descriptor (a hint; else AnalysisOptions' 16)
 
     def in_bar(self, address: int) -> bool:
         return any(lo <= address <= hi for lo, hi in self.bars)
@@ -260,9 +264,10 @@ def _parse_rate(path, where: str, key: str, value, what: str, lo: float, hi: flo
 def _parse_nic(path, where: str, nic_t, signals) -> NicIdentity:
     if not isinstance(nic_t, dict):
         raise _err(path, where, "must be a table")
-    bad = set(nic_t) - {"gnt", "req", "bars"}
+    known = {"gnt", "req", "bars", "max_burst_bytes", "descriptor_bytes"}
+    bad = set(nic_t) - known
     if bad:
-        raise _err(path, where, f"unknown keys {sorted(bad)}; known: bars, gnt, req")
+        raise _err(path, where, f"unknown keys {sorted(bad)}; known: {', '.join(sorted(known))}")
     for key in ("gnt", "req"):
         v = nic_t.get(key)
         if v is not None and (not isinstance(v, str) or v not in signals):
@@ -279,7 +284,18 @@ def _parse_nic(path, where: str, nic_t, signals) -> NicIdentity:
             raise _err(path, f"{where}.bars[{j}]",
                        f"{r!r} must be [low, high] addresses in 0 .. 2**64-1, low <= high")
         bars.append((int(r[0]), int(r[1])))
-    return NicIdentity(nic_t.get("gnt"), nic_t.get("req"), bars)
+    sizes = {key: _nic_size(path, f"{where}.{key}", key, nic_t.get(key), hi)
+             for key, hi in (("max_burst_bytes", 1 << 20), ("descriptor_bytes", 4096))}
+    return NicIdentity(nic_t.get("gnt"), nic_t.get("req"), bars, **sizes)
+
+
+def _nic_size(path, where: str, key: str, v, hi: int) -> int | None:
+    """A byte count the user knows of the NIC: a whole number of DWORDs, 4 .. ``hi``."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not 4 <= v <= hi or v % 4:
+        raise _err(path, where, f"{key} = {v!r} must be a whole number of DWORDs (a multiple of 4) in 4 .. {hi}")
+    return v
 
 
 def parse_profile(data: dict, path=None) -> Profile:
@@ -358,7 +374,8 @@ def dump_profile(profile: Profile) -> str:
         for k, v in b.signals.items():
             val = _toml_str(v) if isinstance(v, str) else "[" + ", ".join(_toml_str(x) for x in v) + "]"
             lines.append(f"{_toml_key(k)} = {val}")
-        if b.nic.gnt or b.nic.req or b.nic.bars:
+        sizes = [(k, getattr(b.nic, k)) for k in ("max_burst_bytes", "descriptor_bytes") if getattr(b.nic, k)]
+        if b.nic.gnt or b.nic.req or b.nic.bars or sizes:
             lines.append("[bus.nic]")
             if b.nic.gnt:
                 lines.append(f"gnt = {_toml_str(b.nic.gnt)}")
@@ -366,6 +383,7 @@ def dump_profile(profile: Profile) -> str:
                 lines.append(f"req = {_toml_str(b.nic.req)}")
             if b.nic.bars:
                 lines.append("bars = [" + ", ".join(f"[0x{lo:x}, 0x{hi:x}]" for lo, hi in b.nic.bars) + "]")
+            lines += [f"{k} = {v}" for k, v in sizes]
         lines.append("")
     return "\n".join(lines)
 

@@ -44,7 +44,8 @@ def bus_summary(bus, clock_hz: float | None, clocks: int, start_ps: int, end_ps:
     return BusSummary(bus.name, bus.kind, bus.mode, int(bus.width) if bus.is_pci else 0, clock_hz, clocks,
                       start_ps, end_ps, busy_clocks, bars=tuple(nic.bars), have_ad="ad" in sig,
                       have_cbe="cbe_n" in sig, gnt=nic.gnt, req=nic.req, send_bus=bus.send_bus,
-                      recv_bus=bus.recv_bus, measured_clock_hz=measured_clock_hz)
+                      recv_bus=bus.recv_bus, measured_clock_hz=measured_clock_hz,
+                      max_burst_bytes=nic.max_burst_bytes, descriptor_bytes=nic.descriptor_bytes)
 
 
 def _clock_hz(bus, times_first: np.ndarray | None, clocks: int, start: int, end: int) -> float | None:
