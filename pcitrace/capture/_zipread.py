@@ -36,6 +36,8 @@ def check(info: zipfile.ZipInfo) -> None:
     error a damaged one gives, naming what is wrong."""
     if info.flag_bits & 0x1:
         raise zipfile.BadZipFile(f"member {info.filename!r} is encrypted")
+    if info.flag_bits & 0x20:          # zipfile raises NotImplementedError on it (long fuzz run, seed 216)
+        raise zipfile.BadZipFile(f"member {info.filename!r} holds compressed patched data (flag bit 5)")
     if info.compress_type not in _METHODS:
         raise zipfile.BadZipFile(f"member {info.filename!r} uses compression method {info.compress_type}, "
                                  "which no sigrok program writes")

@@ -151,3 +151,29 @@ def test_salvage_lists_the_whole_members_before_a_cut(tmp_path, force_zip64):
     for name in ("a", "b"):
         with kept.open(kept.getinfo(name)) as f:
             assert f.read(1 << 20) == parts[name]
+
+
+def test_a_member_flagged_as_compressed_patched_data_is_the_one_error(tmp_path):
+    # long fuzz run, seed 216 #256: zipfile raises NotImplementedError for flag bit 5
+    import zipfile
+
+    from pcitrace.capture import open_capture
+    from pcitrace.errors import PcitraceError
+    from tests.conftest import SAMPLES
+
+    src = SAMPLES / "control_only.sr"
+    data = bytearray(src.read_bytes())
+    with zipfile.ZipFile(src) as zf:
+        info = zf.getinfo("metadata")
+    # set flag bit 5 on the metadata member in the central directory (and its local header)
+    pos = 0
+    while (pos := data.find(b"PK\x01\x02", pos)) >= 0:
+        name_len = int.from_bytes(data[pos + 28:pos + 30], "little")
+        if bytes(data[pos + 46:pos + 46 + name_len]) == b"metadata":
+            data[pos + 8] |= 0x20
+        pos += 4
+    data[info.header_offset + 6] |= 0x20
+    path = tmp_path / "c.sr"
+    path.write_bytes(bytes(data))
+    with pytest.raises(PcitraceError, match="compressed patched data"):
+        open_capture(path)
