@@ -53,48 +53,48 @@ class _Fields:
         if v is None:
             return None
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise self.error(key, f"is {short_repr(v)}, not a whole number in {lo} .. {hi}", f"write {key} as one")
+            raise self.error(key, f"is {_short(v)}, not a whole number in {lo} .. {hi}", f"write {key} as one")
         return v
 
     def rate(self, key: str) -> float | None:
         v = self.obj.get(key)
         if v is None or v == 0:
             return None                    # absent (pcitrace writes null for a clock it does not know)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not finite(v) \
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) \
                 or not MIN_RATE_HZ <= v <= MAX_RATE_HZ:
-            raise self.error(key, f"is {short_repr(v)}, not a frequency in {MIN_RATE_HZ:g} .. {MAX_RATE_HZ:g} Hz",
+            raise self.error(key, f"is {_short(v)}, not a frequency in {MIN_RATE_HZ:g} .. {MAX_RATE_HZ:g} Hz",
                              f"write {key} in Hz")
         return float(v)
 
     def flag(self, key: str) -> bool:
         v = self.obj.get(key, False)
         if not isinstance(v, bool):
-            raise self.error(key, f"is {short_repr(v)}, not true/false", f"write {key} as true or false")
+            raise self.error(key, f"is {_short(v)}, not true/false", f"write {key} as true or false")
         return v
 
     def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
         v = self.obj.get(key, default)
         if v not in choices:
-            raise self.error(key, f"is {short_repr(v)}, not one of {', '.join(choices)}", f"write one of them")
+            raise self.error(key, f"is {_short(v)}, not one of {', '.join(choices)}", f"write one of them")
         return v
 
     def vectors(self) -> dict[str, int]:
         v = self.obj.get("vectors") or {}
         if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(w, int) and not isinstance(w, bool)
                                               and 1 <= w <= MAX_VECTOR_BITS for k, w in v.items()):
-            raise self.error("vectors", f"is {short_repr(v)}, not channel names with widths of 1 .. {MAX_VECTOR_BITS}",
+            raise self.error("vectors", f"is {_short(v)}, not channel names with widths of 1 .. {MAX_VECTOR_BITS}",
                              "write {\"AD\": 64, ...}")
         return v
 
     def metadata(self) -> dict[str, Any]:
         v = self.obj.get("metadata") or {}
         if not isinstance(v, dict):
-            raise self.error("metadata", f"is {short_repr(v)}, not an object", "write an object of names and values")
+            raise self.error("metadata", f"is {_short(v)}, not an object", "write an object of names and values")
         for key, kind in _KNOWN_METADATA.items():
             x = v.get(key)
-            if x is not None and (isinstance(x, bool) or not isinstance(x, kind) or not finite(x)
+            if x is not None and (isinstance(x, bool) or not isinstance(x, kind) or not _finite(x)
                                   or abs(x) > MAX_ABS_START_PS):
-                raise self.error(f"metadata.{key}", f"is {short_repr(x)}, not a number", "write a number")
+                raise self.error(f"metadata.{key}", f"is {_short(x)}, not a number", "write a number")
         return v
 
 
@@ -104,7 +104,7 @@ def parse_own_meta(obj: Any, path, where: str) -> OwnMeta:
     if obj is None:
         return OwnMeta()
     if not isinstance(obj, dict):
-        raise PcitraceError(f"is {short_repr(obj)}, not a JSON object", path=path, where=where,
+        raise PcitraceError(f"is {_short(obj)}, not a JSON object", path=path, where=where,
                             fix="delete it or re-export the capture with pcitrace")
     f = _Fields(obj, path, where)
     return OwnMeta(mode=f.choice("mode", MODES, "timing"),
@@ -115,15 +115,13 @@ def parse_own_meta(obj: Any, path, where: str) -> OwnMeta:
                    vectors=f.vectors(), metadata=f.metadata())
 
 
-def finite(v) -> bool:
-    """True if v is a number a float holds: not nan or inf, and no int past 1.8e308."""
+def _finite(v) -> bool:
     try:
         return math.isfinite(v)
-    except OverflowError:
+    except OverflowError:               # an int past what a float holds
         return False
 
 
-def short_repr(v) -> str:
-    """A value as an error message quotes it: its repr, cut to 40 characters."""
+def _short(v) -> str:
     text = repr(v)
     return text if len(text) <= 40 else text[:30] + f"... ({len(text)} characters)"

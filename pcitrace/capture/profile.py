@@ -41,7 +41,7 @@ from pcitrace import buses
 from pcitrace.buses import BusKind
 from pcitrace.capture._atomic import atomic_path
 from pcitrace.capture.formats import stem
-from pcitrace.capture.meta import MAX_RATE_HZ, MIN_RATE_HZ, short_repr
+from pcitrace.capture.meta import MAX_RATE_HZ, MIN_RATE_HZ
 from pcitrace.capture.model import Capture
 from pcitrace.errors import PcitraceError
 
@@ -256,7 +256,8 @@ def _parse_rate(path, where: str, key: str, value, what: str, lo: float, hi: flo
     if value is None:
         return None
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
-        raise _err(path, where, f"{key} = {short_repr(value)} is not {what} in {lo:g} .. {hi:g}")
+        text = repr(value) if len(repr(value)) <= 40 else repr(value)[:30] + "..."
+        raise _err(path, where, f"{key} = {text} is not {what} in {lo:g} .. {hi:g}")
     return float(value)
 
 

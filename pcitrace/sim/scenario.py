@@ -127,11 +127,11 @@ Unknown keys and out-of-range values raise PcitraceError naming the key and the 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from pcitrace.capture.meta import finite, short_repr
 from pcitrace.errors import PcitraceError
 
 PCI_READ_COMMANDS = ("mem_read", "mem_read_line", "mem_read_multiple")
@@ -328,8 +328,8 @@ class _Reader:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise self.err(key, f"is {v!r}, not an integer", f"write {key} as a whole number")
         elif kind is float:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not finite(v):
-                raise self.err(key, f"is {short_repr(v)}, not a finite number", f"write {key} as a number")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v):
+                raise self.err(key, f"is {_short(v)}, not a finite number", f"write {key} as a number")
             v = float(v)
         if choices and v not in choices:
             raise self.err(key, f"is {v:g}" if isinstance(v, float) else f"is {v!r}",
@@ -353,6 +353,19 @@ class _Reader:
 
 def _bound(v, none: str) -> str:
     return none if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _finite(v: int | float) -> bool:
+    """True if v is a number a float holds (an int past 1.8e308 does not)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:20] + f"... ({len(text)} characters)"
 
 
 def _fill(obj, r: _Reader, specs: dict[str, dict]):
